@@ -1,0 +1,279 @@
+"""Batch engine: ingestion, stale-label filtering and metrics in DuckDB, driven by `sql/` files.
+
+Knows nothing of Dagster: the pipeline's assets and the `evaluate` command call the same functions.
+Every table carries `partition_date`; functions that write replace the given dates in one
+transaction, so re-running a day never duplicates rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+
+from retrieval_pipeline import readers
+from retrieval_pipeline.metrics import Gain, Metric, check_gain, check_relevance_level
+from retrieval_pipeline.sql_files import load_sql
+
+TraceSource = Sequence[Path] | pd.DataFrame | pa.Table
+
+
+@dataclass(frozen=True)
+class IngestCounts:
+    """What happened to every record read: read == scored + quarantined."""
+
+    files: int
+    read: int
+    valid: int
+    quarantined: int
+    duplicate_ids_dropped: int
+
+
+@dataclass(frozen=True)
+class LabelCounts:
+    labels: int
+    stale: int
+    traces_with_stale: int
+
+
+@dataclass(frozen=True)
+class MetricCounts:
+    traces: int
+    annotated: int
+    unannotated: int
+    no_relevant: int
+
+
+def connect(database: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
+    """Open the warehouse (UTC session time zone) and create missing tables."""
+    if str(database) != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    conn = duckdb.connect(str(database))
+    prepare(conn)
+    return conn
+
+
+def prepare(conn: duckdb.DuckDBPyConnection) -> None:
+    """Set the session up for the statements in sql/ and create missing tables."""
+    # A timestamp without an offset means UTC (the trace contract), whatever the machine says.
+    conn.execute("set TimeZone = 'UTC'")
+    conn.execute(load_sql("schema"))
+    conn.execute(load_sql("macros"))
+
+
+@contextmanager
+def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """All or nothing: a partition is never left half replaced."""
+    conn.execute("begin transaction")
+    try:
+        yield
+    except BaseException:
+        conn.execute("rollback")
+        raise
+    conn.execute("commit")
+
+
+@contextmanager
+def registered(conn: duckdb.DuckDBPyConnection, name: str, table: object) -> Iterator[None]:
+    conn.register(name, table)
+    try:
+        yield
+    finally:
+        conn.unregister(name)
+
+
+# Partitioned tables a statement may replace. Table names are checked against this list (they
+# are identifiers, not values); every value is bound as a parameter.
+PARTITIONED_TABLES = ("traces", "quarantine", "labels", "query_metrics")
+
+
+def days(start: date, end: date) -> list[date]:
+    """The dates start..end, inclusive."""
+    return [start + timedelta(days=i) for i in range((end - start).days + 1)]
+
+
+def _delete_and_insert(
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    dates: Sequence[date],
+    statement: str,
+    params: dict[str, object] | None = None,
+) -> None:
+    if table not in PARTITIONED_TABLES:
+        raise ValueError(f"{table!r} is not a partitioned warehouse table")
+    conn.execute(
+        f"delete from {table} where list_contains($dates, partition_date)", {"dates": list(dates)}
+    )
+    conn.execute(f"insert into {table} by name " + load_sql(statement), params or {})
+
+
+def replace_partitions(
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    dates: Sequence[date],
+    statement: str,
+    params: dict[str, object] | None = None,
+) -> None:
+    """Delete `dates` from `table` and insert the rows of `sql/<statement>.sql`, atomically."""
+    with transaction(conn):
+        _delete_and_insert(conn, table, dates, statement, params)
+
+
+def _raw_records(conn: duckdb.DuckDBPyConnection, source: TraceSource) -> tuple[pa.Table, int]:
+    """Every record of `source` as raw JSON text with its file and line (or row), and the
+    number of files read."""
+    if isinstance(source, pd.DataFrame | pa.Table):
+        rows = source if isinstance(source, pa.Table) else pa.Table.from_pandas(source)
+        return _rows_as_raw(conn, rows, "<table>", 0), 1
+    files = readers.discover(source)
+    parts = [readers.read_jsonl_files(files)]
+    for order, trace_file in enumerate(files):
+        if trace_file.kind == "parquet":
+            rows = readers.parquet_table(trace_file.path)
+            parts.append(_rows_as_raw(conn, rows, str(trace_file.path), order))
+    return pa.concat_tables(parts), len(files)
+
+
+def _rows_as_raw(
+    conn: duckdb.DuckDBPyConnection, rows: pa.Table, source_file: str, file_order: int
+) -> pa.Table:
+    """Parquet or DataFrame rows as JSON text, so one set of rules validates every input."""
+    if "__source_row" in rows.column_names:
+        raise readers.TraceFileError(f"{source_file}: column name __source_row is reserved")
+    numbered = rows.append_column("__source_row", pa.array(range(1, rows.num_rows + 1)))
+    with registered(conn, "raw_rows", numbered):
+        raw = conn.execute(
+            load_sql("stg_rows_as_json"), {"source_file": source_file, "file_order": file_order}
+        ).to_arrow_table()
+    return raw.cast(readers.RAW_SCHEMA)
+
+
+def ingest_traces(
+    conn: duckdb.DuckDBPyConnection,
+    source: TraceSource,
+    partition_date: date | None = None,
+) -> IngestCounts:
+    """Validate records into `traces`, the rest into `quarantine`.
+
+    With `partition_date` (the trace store's day) every record is stored under that date and that
+    date is replaced; without, each record goes under the UTC date of its own timestamp and every
+    date present is replaced.
+    """
+    raw, n_files = _raw_records(conn, source)
+    with registered(conn, "raw_records", raw):
+        conn.execute(
+            "create or replace temp table stg_trace_records as " + load_sql("stg_trace_records"),
+            {"partition_date": partition_date},
+        )
+    try:
+        if partition_date is not None:
+            dates = [partition_date]
+        else:
+            dates = [
+                row[0]
+                for row in conn.execute(
+                    "select distinct partition_date from stg_trace_records"
+                    " where partition_date is not null"
+                ).fetchall()
+            ]
+        # One transaction for both tables: a record is in exactly one of them.
+        with transaction(conn):
+            _delete_and_insert(conn, "traces", dates, "int_valid_traces")
+            _delete_and_insert(conn, "quarantine", dates, "int_quarantined_records")
+        row = conn.execute(load_sql("agg_ingest_counts")).fetchone()
+    finally:
+        conn.execute("drop table if exists stg_trace_records")
+    read, valid, duplicates = row if row else (0, 0, 0)
+    return IngestCounts(
+        files=n_files,
+        read=int(read),
+        valid=int(valid),
+        quarantined=int(read) - int(valid),
+        duplicate_ids_dropped=int(duplicates),
+    )
+
+
+def load_corpus(conn: duckdb.DuckDBPyConnection, path: Path | None) -> int:
+    """Replace `corpus` with the snapshot at `path` (Parquet or CSV); None empties it."""
+    if path is None:
+        raw = pa.table({"doc_id": pa.array([], pa.string())})
+    else:
+        raw = readers.corpus_table(Path(path))
+    for column in ("added_at", "deleted_at"):
+        if column not in raw.column_names:
+            raw = raw.append_column(column, pa.nulls(raw.num_rows, pa.string()))
+    with registered(conn, "raw_corpus", raw), transaction(conn):
+        conn.execute("delete from corpus")
+        conn.execute("insert into corpus by name " + load_sql("stg_corpus"))
+    row = conn.execute("select count(*) from corpus").fetchone()
+    return int(row[0]) if row else 0
+
+
+def build_labels(
+    conn: duckdb.DuckDBPyConnection, start: date, end: date, use_corpus: bool
+) -> LabelCounts:
+    """Rebuild `labels` for partitions start..end (inclusive), marking stale ones."""
+    params = {"start_date": start, "end_date": end, "use_corpus": use_corpus}
+    replace_partitions(conn, "labels", days(start, end), "int_labels", params)
+    row = conn.execute(
+        load_sql("agg_label_counts"), {"start_date": start, "end_date": end}
+    ).fetchone()
+    labels, stale, traces_with_stale = row if row else (0, 0, 0)
+    return LabelCounts(int(labels), int(stale), int(traces_with_stale))
+
+
+def compute_query_metrics(
+    conn: duckdb.DuckDBPyConnection,
+    metrics: Sequence[Metric],
+    start: date,
+    end: date,
+    gain: Gain = "exponential",
+    relevance_level: float = 1.0,
+) -> MetricCounts:
+    """Rebuild `query_metrics` (long: one row per trace and metric) for start..end inclusive."""
+    params = {
+        "start_date": start,
+        "end_date": end,
+        "cutoffs": sorted({m.k for m in metrics if m.k is not None}),
+        "metric_names": [m.name for m in metrics],
+        "relevance_level": check_relevance_level(relevance_level),
+        "exponential_gain": check_gain(gain) == "exponential",
+    }
+    replace_partitions(conn, "query_metrics", days(start, end), "fct_query_metrics", params)
+    row = conn.execute(
+        load_sql("agg_metric_counts"), {"start_date": start, "end_date": end}
+    ).fetchone()
+    traces, annotated, no_relevant = row if row else (0, 0, 0)
+    return MetricCounts(
+        traces=int(traces),
+        annotated=int(annotated),
+        unannotated=int(traces) - int(annotated),
+        no_relevant=int(no_relevant),
+    )
+
+
+def query_metrics_wide(
+    conn: duckdb.DuckDBPyConnection, metrics: Sequence[Metric], start: date, end: date
+) -> pd.DataFrame:
+    """One row per trace: trace_id, query_id, segment, variant, n_retrieved, n_relevant,
+    n_stale_labels, then one column per metric (canonical names), null when unannotated."""
+    columns = ["trace_id", "query_id", "segment", "variant", "n_retrieved", "n_relevant",
+               "n_stale_labels"]
+    long = conn.execute(
+        load_sql("rpt_query_metrics"), {"start_date": start, "end_date": end}
+    ).df()
+    names = [m.name for m in metrics]
+    if long.empty:
+        return pd.DataFrame(columns=columns + names)
+    values = long.pivot(index="trace_order", columns="metric", values="value")
+    wide = long.drop_duplicates("trace_order").set_index("trace_order")[columns].join(values)
+    for name in names:
+        if name not in wide.columns:
+            wide[name] = float("nan")
+    return wide.reset_index(drop=True)[columns + names]

@@ -1,0 +1,177 @@
+"""Reading trace files into raw records: one row per JSON line or Parquet row, nothing dropped.
+
+Only I/O-level problems are handled here (gzip, UTF-8, a BOM, blank lines, a file that is not JSON
+lines or Parquet); what a record means is validated in DuckDB by `sql/stg_trace_records.sql`.
+A damaged line becomes a raw record with a `read_error`, so it is quarantined with its file and
+line like any other bad record; a file that cannot be read at all raises `TraceFileError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+PARQUET_SUFFIXES = (".parquet",)
+REQUIRED_FIELDS = ("trace_id", "query_id", "timestamp", "retrieved_ids")
+
+RAW_SCHEMA = pa.schema(
+    [
+        ("source_file", pa.string()),
+        ("file_order", pa.int32()),
+        ("source_line", pa.int64()),
+        ("raw_record", pa.string()),
+        ("read_error", pa.string()),
+    ]
+)
+
+
+class TraceFileError(ValueError):
+    """A trace file (or path) that cannot be read at all."""
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    path: Path
+    kind: str  # "jsonl" or "parquet"
+
+
+def _kind(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    return None
+
+
+def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
+    """Expand files and directories (recursively) into trace files, in a stable order."""
+    found: list[TraceFile] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            for child in sorted(p for p in path.rglob("*") if p.is_file()):
+                kind = _kind(child)
+                if kind is not None:
+                    found.append(TraceFile(child, kind))
+        elif path.is_file():
+            kind = _kind(path)
+            if kind is None:
+                raise TraceFileError(
+                    f"{path}: not a trace file; expected one of "
+                    f"{', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)}"
+                )
+            found.append(TraceFile(path, kind))
+        else:
+            raise TraceFileError(f"{path}: no such file or directory")
+    return found
+
+
+def _read_bytes(path: Path) -> tuple[bytes, str | None]:
+    """The file's bytes (decompressed), and an error if a gzip stream ended or broke early."""
+    raw = path.read_bytes()
+    if not path.name.lower().endswith(".gz"):
+        return raw, None
+    if raw[:2] != b"\x1f\x8b":
+        raise TraceFileError(f"{path}: not a gzip file (the name ends in .gz)")
+    # Decompress member by member so a truncated or corrupt tail keeps everything before it.
+    out = bytearray()
+    rest = raw
+    try:
+        while rest:
+            inflater = zlib.decompressobj(wbits=31)
+            out += inflater.decompress(rest)
+            if not inflater.eof:
+                return bytes(out), "the gzip stream is truncated; this record was cut off"
+            rest = inflater.unused_data
+    except zlib.error as exc:
+        return bytes(out), f"the gzip stream is corrupt ({exc}); this record was cut off"
+    return bytes(out), None
+
+
+def _jsonl_rows(path: Path, order: int) -> Iterator[tuple[str, int, int, str, str | None]]:
+    data, stream_error = _read_bytes(path)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    lines = data.split(b"\n")
+    if stream_error is None and lines and lines[-1] == b"":
+        lines.pop()
+    name = str(path)
+    last = len(lines)
+    for number, line in enumerate(lines, start=1):
+        line = line.removesuffix(b"\r")
+        cut_off = stream_error is not None and number == last
+        if not line.strip() and not cut_off:
+            continue  # blank lines are not records
+        error = stream_error if cut_off else None
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            text = line.decode("utf-8", errors="replace")
+            error = error or f"invalid UTF-8 at byte {exc.start} of the line"
+        yield name, order, number, text, error
+
+
+def _jsonl_table(path: Path, order: int) -> pa.Table:
+    rows = list(_jsonl_rows(path, order))
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in RAW_SCHEMA]
+    return pa.Table.from_arrays(
+        [pa.array(col, type=f.type) for col, f in zip(columns, RAW_SCHEMA, strict=True)],
+        schema=RAW_SCHEMA,
+    )
+
+
+def parquet_table(path: Path) -> pa.Table:
+    """Read a Parquet trace file, refusing one without the required columns."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise TraceFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+    missing = [name for name in REQUIRED_FIELDS if name not in table.column_names]
+    if missing:
+        raise TraceFileError(
+            f"{path}: Parquet file lacks required column(s) {', '.join(missing)}; "
+            f"a trace needs {', '.join(REQUIRED_FIELDS)}"
+        )
+    return table
+
+
+def read_jsonl_files(files: Sequence[TraceFile]) -> pa.Table:
+    """Raw records of the JSON-lines files among `files` (file_order = index in `files`)."""
+    tables = [_jsonl_table(f.path, i) for i, f in enumerate(files) if f.kind == "jsonl"]
+    return pa.concat_tables(tables) if tables else RAW_SCHEMA.empty_table()
+
+
+def corpus_table(path: Path) -> pa.Table:
+    """Read a corpus snapshot (Parquet or CSV with `doc_id`, optional added_at, deleted_at)."""
+    if not path.is_file():
+        raise TraceFileError(f"{path}: no such corpus file")
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            table = pq.read_table(path)
+        elif name.endswith((".csv", ".csv.gz")):
+            import pyarrow.csv as pacsv
+
+            table = pacsv.read_csv(
+                path,
+                convert_options=pacsv.ConvertOptions(
+                    column_types={"doc_id": pa.string()}, strings_can_be_null=True
+                ),
+            )
+        else:
+            raise TraceFileError(f"{path}: a corpus snapshot must be .parquet or .csv")
+    except (OSError, pa.ArrowException) as exc:
+        raise TraceFileError(f"{path}: cannot read the corpus snapshot ({exc})") from exc
+    if "doc_id" not in table.column_names:
+        raise TraceFileError(f"{path}: the corpus snapshot has no doc_id column")
+    keep = [c for c in ("doc_id", "added_at", "deleted_at") if c in table.column_names]
+    table = table.select(keep)
+    return table.set_column(0, "doc_id", table.column("doc_id").cast(pa.string()))

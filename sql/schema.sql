@@ -1,0 +1,55 @@
+-- Warehouse tables. Every table carries partition_date: the trace store's day for pipeline runs,
+-- the UTC date of the trace's timestamp for `retrieval-pipeline evaluate`. A partition is replaced
+-- by deleting its dates and inserting inside one transaction (see engine.replace_partition).
+
+create table if not exists traces (
+    partition_date date not null,
+    trace_id varchar not null,
+    query_id varchar not null,
+    served_at timestamptz not null,
+    segment varchar not null,
+    variant varchar not null,
+    label_source varchar,
+    retrieved_ids varchar [] not null,  -- rank order, duplicates removed (first kept)
+    n_duplicate_ids integer not null,   -- later repeats dropped from retrieved_ids
+    is_judged boolean not null,         -- relevant_ids or relevance_scores present
+    labels struct (doc_id varchar, grade double) [] not null,  -- before stale filtering
+    source_file varchar not null,
+    source_line bigint not null
+);
+
+create table if not exists quarantine (
+    partition_date date,                -- null when the record's own date is unknown
+    source_file varchar not null,
+    source_line bigint not null,
+    trace_id varchar,                   -- when it could be read
+    field varchar,                      -- the offending field, null for whole-record errors
+    reason varchar not null,
+    raw_record varchar not null         -- the line (or Parquet row as JSON), kept whole
+);
+
+create table if not exists corpus (
+    doc_id varchar not null,
+    added_at timestamptz,
+    deleted_at timestamptz
+);
+
+create table if not exists labels (
+    partition_date date not null,
+    trace_id varchar not null,
+    doc_id varchar not null,
+    grade double not null,
+    stale_reason varchar                -- null: fresh and used for scoring
+);
+
+create table if not exists query_metrics (
+    partition_date date not null,
+    trace_id varchar not null,
+    query_id varchar not null,
+    segment varchar not null,
+    variant varchar not null,
+    is_annotated boolean not null,      -- has fresh labels (or was judged with none)
+    n_relevant integer not null,        -- fresh labels with grade >= relevance_level
+    metric varchar not null,            -- canonical name: ndcg@10, mrr, precision@5, ...
+    value double                        -- null for an unannotated trace
+);
