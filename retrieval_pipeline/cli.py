@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from retrieval_pipeline.evaluation import EvaluationRun
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -13,18 +18,155 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
-              help="Directory to write the trace store into (created if missing).")
-@click.option("--days", type=click.IntRange(min=1), default=14, show_default=True,
-              help="Number of daily partitions, ending yesterday (UTC).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Directory to write the trace store into (created if missing).",
+)
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    default=14,
+    show_default=True,
+    help="Number of daily partitions, ending yesterday (UTC).",
+)
 @click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
-@click.option("--end-date", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
-              help="Last day to generate (default: yesterday, UTC).")
+@click.option(
+    "--end-date",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Last day to generate (default: yesterday, UTC).",
+)
 def sample(out_dir: Path, days: int, seed: int, end_date: object) -> None:
     """Write a realistic sample trace store (traces, corpus, one injected regression)."""
     from retrieval_pipeline.sample import write_sample_store
 
     summary = write_sample_store(
-        out_dir, days=days, seed=seed, end_date=end_date.date() if end_date else None  # type: ignore[attr-defined]
+        out_dir,
+        days=days,
+        seed=seed,
+        end_date=end_date.date() if end_date else None,  # type: ignore[attr-defined]
     )
     click.echo(summary)
+
+
+@main.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--corpus",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Corpus snapshot (.parquet or .csv: doc_id, added_at, deleted_at); labels of "
+    "documents not in it are stale and dropped.",
+)
+@click.option(
+    "--metrics",
+    default="ndcg@10,mrr,precision@5,recall@20,map",
+    show_default=True,
+    help="Comma-separated metric names (ir_measures spellings accepted).",
+)
+@click.option(
+    "--gain",
+    type=click.Choice(["exponential", "linear"]),
+    default="exponential",
+    show_default=True,
+    help="nDCG gain: 2^grade - 1, or the grade (trec_eval).",
+)
+@click.option(
+    "--relevance-level",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Lowest grade that counts as relevant.",
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Per-trace table (.parquet, .csv or .jsonl).",
+)
+@click.option(
+    "--quarantine",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Records that could not be scored, with their reasons (.jsonl, .csv, .parquet).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Summary format on standard output.",
+)
+def evaluate(
+    traces: tuple[Path, ...],
+    corpus: Path | None,
+    metrics: str,
+    gain: str,
+    relevance_level: float,
+    output: Path | None,
+    quarantine: Path | None,
+    fmt: str,
+) -> None:
+    """Score TRACES (files or directories of .jsonl, .jsonl.gz, .parquet)."""
+    from retrieval_pipeline.evaluation import output_format, run_evaluation, write_table
+    from retrieval_pipeline.metrics import MetricConfigError
+    from retrieval_pipeline.readers import TraceFileError
+
+    try:
+        for path in (output, quarantine):
+            if path is not None:
+                output_format(path)
+        run = run_evaluation(list(traces), metrics, corpus, gain, relevance_level)
+    except (MetricConfigError, TraceFileError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if output is not None:
+        write_table(run.per_query, output)
+    if quarantine is not None:
+        write_table(run.quarantine, quarantine)
+    click.echo(json.dumps(summary(run), indent=2) if fmt == "json" else summary_text(run))
+
+
+def summary(run: EvaluationRun) -> dict[str, object]:
+    """The counts and means a user is told, as data."""
+    return {
+        "records_read": run.ingest.read,
+        "records_scored": run.ingest.valid,
+        "records_quarantined": run.ingest.quarantined,
+        "files": run.ingest.files,
+        "traces_annotated": run.traces.annotated,
+        "traces_unannotated": run.traces.unannotated,
+        "traces_no_relevant": run.traces.no_relevant,
+        "labels": run.labels.labels,
+        "stale_labels_dropped": run.labels.stale,
+        "duplicate_ids_dropped": run.ingest.duplicate_ids_dropped,
+        "means": run.means(),
+    }
+
+
+def summary_text(run: EvaluationRun) -> str:
+    ingest, traces, labels = run.ingest, run.traces, run.labels
+    coverage = traces.annotated / traces.traces if traces.traces else 0.0
+    lines = [
+        f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored, "
+        f"{ingest.quarantined} quarantined.",
+        f"Annotated traces: {traces.annotated} of {traces.traces} ({coverage:.1%}); "
+        f"{traces.unannotated} unannotated (not scored), {traces.no_relevant} with no relevant "
+        "document (scored 0).",
+        f"Labels: {labels.labels}, of which {labels.stale} stale and dropped "
+        f"({labels.traces_with_stale} traces); repeated retrieved ids dropped: "
+        f"{ingest.duplicate_ids_dropped}.",
+        "",
+        f"{'metric':<16}{'mean':>10}  over",
+    ]
+    for name, mean in run.means().items():
+        shown = "-" if mean is None else f"{mean:.4f}"
+        lines.append(f"{name:<16}{shown:>10}  {traces.annotated} annotated traces")
+    if ingest.quarantined:
+        lines += ["", "Quarantined (first 5):"]
+        for row in run.quarantine.head(5).itertuples():
+            lines.append(f"  {row.source_file}:{row.source_line}: {row.reason}")
+    return "\n".join(lines)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
+from typing import TypeAlias
 
 import duckdb
 import pandas as pd
@@ -21,7 +22,7 @@ from retrieval_pipeline import readers
 from retrieval_pipeline.metrics import Gain, Metric, check_gain, check_relevance_level
 from retrieval_pipeline.sql_files import load_sql
 
-TraceSource = Sequence[Path] | pd.DataFrame | pa.Table
+TraceSource: TypeAlias = Sequence[Path] | pd.DataFrame | pa.Table
 
 
 @dataclass(frozen=True)
@@ -93,34 +94,37 @@ def registered(conn: duckdb.DuckDBPyConnection, name: str, table: object) -> Ite
 PARTITIONED_TABLES = ("traces", "quarantine", "labels", "query_metrics")
 
 
-def days(start: date, end: date) -> list[date]:
-    """The dates start..end, inclusive."""
-    return [start + timedelta(days=i) for i in range((end - start).days + 1)]
-
-
 def _delete_and_insert(
     conn: duckdb.DuckDBPyConnection,
     table: str,
-    dates: Sequence[date],
+    dates: Sequence[date] | tuple[date, date],
     statement: str,
     params: dict[str, object] | None = None,
 ) -> None:
+    """Delete the partitions (a list of dates, or an inclusive `(start, end)` range) and insert."""
     if table not in PARTITIONED_TABLES:
         raise ValueError(f"{table!r} is not a partitioned warehouse table")
-    conn.execute(
-        f"delete from {table} where list_contains($dates, partition_date)", {"dates": list(dates)}
-    )
+    if isinstance(dates, tuple):
+        conn.execute(
+            f"delete from {table} where partition_date between $start and $end",
+            {"start": dates[0], "end": dates[1]},
+        )
+    else:
+        conn.execute(
+            f"delete from {table} where list_contains($dates, partition_date)",
+            {"dates": list(dates)},
+        )
     conn.execute(f"insert into {table} by name " + load_sql(statement), params or {})
 
 
 def replace_partitions(
     conn: duckdb.DuckDBPyConnection,
     table: str,
-    dates: Sequence[date],
+    dates: Sequence[date] | tuple[date, date],
     statement: str,
     params: dict[str, object] | None = None,
 ) -> None:
-    """Delete `dates` from `table` and insert the rows of `sql/<statement>.sql`, atomically."""
+    """Delete the partitions from `table`, insert the rows of `sql/<statement>.sql`, atomically."""
     with transaction(conn):
         _delete_and_insert(conn, table, dates, statement, params)
 
@@ -151,7 +155,7 @@ def _rows_as_raw(
         raw = conn.execute(
             load_sql("stg_rows_as_json"), {"source_file": source_file, "file_order": file_order}
         ).to_arrow_table()
-    return raw.cast(readers.RAW_SCHEMA)
+    return raw.cast(readers.RAW_SCHEMA)  # type: ignore[union-attr]
 
 
 def ingest_traces(
@@ -220,7 +224,7 @@ def build_labels(
 ) -> LabelCounts:
     """Rebuild `labels` for partitions start..end (inclusive), marking stale ones."""
     params = {"start_date": start, "end_date": end, "use_corpus": use_corpus}
-    replace_partitions(conn, "labels", days(start, end), "int_labels", params)
+    replace_partitions(conn, "labels", (start, end), "int_labels", params)
     row = conn.execute(
         load_sql("agg_label_counts"), {"start_date": start, "end_date": end}
     ).fetchone()
@@ -245,7 +249,7 @@ def compute_query_metrics(
         "relevance_level": check_relevance_level(relevance_level),
         "exponential_gain": check_gain(gain) == "exponential",
     }
-    replace_partitions(conn, "query_metrics", days(start, end), "fct_query_metrics", params)
+    replace_partitions(conn, "query_metrics", (start, end), "fct_query_metrics", params)
     row = conn.execute(
         load_sql("agg_metric_counts"), {"start_date": start, "end_date": end}
     ).fetchone()
@@ -263,11 +267,16 @@ def query_metrics_wide(
 ) -> pd.DataFrame:
     """One row per trace: trace_id, query_id, segment, variant, n_retrieved, n_relevant,
     n_stale_labels, then one column per metric (canonical names), null when unannotated."""
-    columns = ["trace_id", "query_id", "segment", "variant", "n_retrieved", "n_relevant",
-               "n_stale_labels"]
-    long = conn.execute(
-        load_sql("rpt_query_metrics"), {"start_date": start, "end_date": end}
-    ).df()
+    columns = [
+        "trace_id",
+        "query_id",
+        "segment",
+        "variant",
+        "n_retrieved",
+        "n_relevant",
+        "n_stale_labels",
+    ]
+    long = conn.execute(load_sql("rpt_query_metrics"), {"start_date": start, "end_date": end}).df()
     names = [m.name for m in metrics]
     if long.empty:
         return pd.DataFrame(columns=columns + names)

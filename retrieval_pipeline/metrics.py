@@ -4,9 +4,9 @@ Definitions follow trec_eval (https://github.com/usnistgov/trec_eval), the field
 one deliberate difference is nDCG's default gain, exponential (2^g - 1, Burges et al. 2005, as
 ranx's `ndcg_burges`), with trec_eval's linear gain (g) available as `gain = "linear"`.
 
-For a trace with ranked list D (duplicates removed, first occurrence kept) and labels L (doc -> grade,
-stale labels removed), a label is *relevant* when grade >= relevance_level, R = number of relevant
-labels, and hits@K = relevant documents among the first K of D:
+For a trace with ranked list D (duplicates removed, first occurrence kept) and labels L
+(doc -> grade, stale labels removed), a label is *relevant* when grade >= relevance_level,
+R = number of relevant labels, and hits@K = relevant documents among the first K of D:
 
 - precision@K = hits@K / K (K is the denominator even when fewer than K were retrieved).
 - recall@K    = hits@K / R.
@@ -14,9 +14,9 @@ labels, and hits@K = relevant documents among the first K of D:
                 (relevant among the first r) / r, divided by R (unretrieved relevant labels count).
 - RR (mrr)    = 1 / rank of the first relevant document (0 if none; none within K for mrr@K).
 - hit_rate@K  = 1 if hits@K > 0 else 0.
-- nDCG@K      = DCG@K / IDCG@K with DCG@K = sum_{r<=K} gain(grade(D_r)) / log2(r + 1) and IDCG@K the
-                same over the K highest grades among *all* labels (retrieved or not). As in trec_eval,
-                nDCG uses the grades themselves and ignores relevance_level.
+- nDCG@K      = DCG@K / IDCG@K with DCG@K = sum_{r<=K} gain(grade(D_r)) / log2(r + 1) and
+                IDCG@K the same over the K highest grades among *all* labels (retrieved or not).
+                As in trec_eval, nDCG uses the grades themselves and ignores relevance_level.
 
 Edge cases: a trace with no labels (or whose labels are all stale) is *unannotated*: no scores.
 A labelled trace with R = 0 scores 0 on every metric (nDCG too when IDCG = 0), as trec_eval does.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 Gain = Literal["exponential", "linear"]
 GAINS: tuple[Gain, ...] = ("exponential", "linear")
@@ -117,9 +117,9 @@ def parse_metrics(names: str | list[str] | tuple[str, ...]) -> tuple[Metric, ...
 
 
 def check_gain(gain: str) -> Gain:
-    if gain not in GAINS:
-        raise MetricConfigError(f"unknown gain {gain!r}; use one of: {', '.join(GAINS)}")
-    return gain  # type: ignore[return-value]
+    if gain in GAINS:
+        return cast(Gain, gain)
+    raise MetricConfigError(f"unknown gain {gain!r}; use one of: {', '.join(GAINS)}")
 
 
 def check_relevance_level(level: float) -> float:

@@ -8,7 +8,6 @@ line like any other bad record; a file that cannot be read at all raises `TraceF
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -121,7 +120,7 @@ def _jsonl_rows(path: Path, order: int) -> Iterator[tuple[str, int, int, str, st
 
 def _jsonl_table(path: Path, order: int) -> pa.Table:
     rows = list(_jsonl_rows(path, order))
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in RAW_SCHEMA]
+    columns: list[list[object]] = [[row[i] for row in rows] for i in range(len(RAW_SCHEMA))]
     return pa.Table.from_arrays(
         [pa.array(col, type=f.type) for col, f in zip(columns, RAW_SCHEMA, strict=True)],
         schema=RAW_SCHEMA,
