@@ -132,9 +132,12 @@ def replace_partitions(
 def _raw_records(conn: duckdb.DuckDBPyConnection, source: TraceSource) -> tuple[pa.Table, int]:
     """Every record of `source` as raw JSON text with its file and line (or row), and the
     number of files read."""
-    if isinstance(source, pd.DataFrame | pa.Table):
-        rows = source if isinstance(source, pa.Table) else pa.Table.from_pandas(source)
-        return _rows_as_raw(conn, rows, "<table>", 0), 1
+    if isinstance(source, pd.DataFrame):
+        # pandas' own JSON keeps dict columns as objects (Arrow would make them wide structs).
+        text = source.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
+        return readers.jsonl_table(text.encode("utf-8"), "<DataFrame>"), 1
+    if isinstance(source, pa.Table):
+        return _rows_as_raw(conn, source, "<Arrow table>", 0), 1
     files = readers.discover(source)
     parts = [readers.read_jsonl_files(files)]
     for order, trace_file in enumerate(files):
@@ -152,10 +155,11 @@ def _rows_as_raw(
         raise readers.TraceFileError(f"{source_file}: column name __source_row is reserved")
     numbered = rows.append_column("__source_row", pa.array(range(1, rows.num_rows + 1)))
     with registered(conn, "raw_rows", numbered):
-        raw = conn.execute(
-            load_sql("stg_rows_as_json"), {"source_file": source_file, "file_order": file_order}
+        raw = conn.sql(
+            load_sql("stg_rows_as_json"),
+            params={"source_file": source_file, "file_order": file_order},
         ).to_arrow_table()
-    return raw.cast(readers.RAW_SCHEMA)  # type: ignore[union-attr]
+    return raw.cast(readers.RAW_SCHEMA)
 
 
 def ingest_traces(

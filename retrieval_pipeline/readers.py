@@ -95,14 +95,14 @@ def _read_bytes(path: Path) -> tuple[bytes, str | None]:
     return bytes(out), None
 
 
-def _jsonl_rows(path: Path, order: int) -> Iterator[tuple[str, int, int, str, str | None]]:
-    data, stream_error = _read_bytes(path)
+def _jsonl_rows(
+    data: bytes, name: str, order: int, stream_error: str | None
+) -> Iterator[tuple[str, int, int, str, str | None]]:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     lines = data.split(b"\n")
     if stream_error is None and lines and lines[-1] == b"":
         lines.pop()
-    name = str(path)
     last = len(lines)
     for number, line in enumerate(lines, start=1):
         line = line.removesuffix(b"\r")
@@ -118,8 +118,11 @@ def _jsonl_rows(path: Path, order: int) -> Iterator[tuple[str, int, int, str, st
         yield name, order, number, text, error
 
 
-def _jsonl_table(path: Path, order: int) -> pa.Table:
-    rows = list(_jsonl_rows(path, order))
+def jsonl_table(
+    data: bytes, name: str, order: int = 0, stream_error: str | None = None
+) -> pa.Table:
+    """Raw records of JSON-lines bytes; `stream_error` marks the last line as cut off."""
+    rows = list(_jsonl_rows(data, name, order, stream_error))
     columns: list[list[object]] = [[row[i] for row in rows] for i in range(len(RAW_SCHEMA))]
     return pa.Table.from_arrays(
         [pa.array(col, type=f.type) for col, f in zip(columns, RAW_SCHEMA, strict=True)],
@@ -144,7 +147,11 @@ def parquet_table(path: Path) -> pa.Table:
 
 def read_jsonl_files(files: Sequence[TraceFile]) -> pa.Table:
     """Raw records of the JSON-lines files among `files` (file_order = index in `files`)."""
-    tables = [_jsonl_table(f.path, i) for i, f in enumerate(files) if f.kind == "jsonl"]
+    tables = []
+    for order, trace_file in enumerate(files):
+        if trace_file.kind == "jsonl":
+            data, stream_error = _read_bytes(trace_file.path)
+            tables.append(jsonl_table(data, str(trace_file.path), order, stream_error))
     return pa.concat_tables(tables) if tables else RAW_SCHEMA.empty_table()
 
 

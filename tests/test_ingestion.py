@@ -1,0 +1,360 @@
+"""Ingestion: every record read is scored or quarantined with its file, line, field and reason."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retrieval_pipeline import engine
+from retrieval_pipeline.evaluation import run_evaluation
+from retrieval_pipeline.readers import TraceFileError
+from retrieval_pipeline.records import RecordError, parse_line
+
+GOOD = {
+    "trace_id": "t0",
+    "query_id": "q0",
+    "timestamp": "2026-11-30T10:00:00Z",
+    "retrieved_ids": ["a", "b"],
+    "relevant_ids": ["b"],
+}
+
+
+def good(trace_id: str, **changes: object) -> dict:
+    return {**GOOD, "trace_id": trace_id, **changes}
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# (line, field, reason) for one bad record each; the reasons are what a user reads.
+BAD_RECORDS = [
+    ('{"trace_id": "x", ', None, "malformed JSON"),
+    ("[1, 2]", None, "not a JSON object (got a list)"),
+    (
+        json.dumps({k: v for k, v in GOOD.items() if k != "trace_id"}),
+        "trace_id",
+        "missing required field trace_id",
+    ),
+    (json.dumps(good(None)), "trace_id", "missing required field trace_id"),  # type: ignore[arg-type]
+    (
+        json.dumps(good("")),
+        "trace_id",
+        "trace_id must be a non-empty string or an integer (got an empty string)",
+    ),
+    (
+        json.dumps(good(1.5)),
+        "trace_id",  # type: ignore[arg-type]
+        "trace_id must be a non-empty string or an integer (got a number with a fraction)",
+    ),
+    (json.dumps({**good("q"), "query_id": None}), "query_id", "missing required field query_id"),
+    (
+        json.dumps({**good("ts0"), "timestamp": None}),
+        "timestamp",
+        "missing required field timestamp",
+    ),
+    (
+        json.dumps(good("ts1", timestamp=1764496800)),
+        "timestamp",
+        "timestamp must be an ISO 8601 string (got an integer)",
+    ),
+    (
+        json.dumps(good("ts2", timestamp="yesterday")),
+        "timestamp",
+        'unparsable timestamp "yesterday"',
+    ),
+    (
+        json.dumps({**good("r0"), "retrieved_ids": None}),
+        "retrieved_ids",
+        "missing required field retrieved_ids",
+    ),
+    (
+        json.dumps(good("r1", retrieved_ids="a,b")),
+        "retrieved_ids",
+        "retrieved_ids must be a list of ids (got a string)",
+    ),
+    (
+        json.dumps(good("r2", retrieved_ids=5)),
+        "retrieved_ids",
+        "retrieved_ids must be a list of ids (got an integer)",
+    ),
+    (
+        json.dumps(good("r3", retrieved_ids=["a", None])),
+        "retrieved_ids",
+        "retrieved_ids[1] is null; ids must be non-empty strings or integers",
+    ),
+    (
+        json.dumps(good("r4", retrieved_ids=[{"id": "a"}])),
+        "retrieved_ids",
+        "retrieved_ids[0] is an object; ids must be non-empty strings or integers",
+    ),
+    (
+        json.dumps(good("r5", retrieved_ids=["a", ""])),
+        "retrieved_ids",
+        "retrieved_ids[1] is an empty string; ids must be non-empty strings or integers",
+    ),
+    (
+        json.dumps(good("r6", retrieved_ids=[True])),
+        "retrieved_ids",
+        "retrieved_ids[0] is a boolean; ids must be non-empty strings or integers",
+    ),
+    (
+        json.dumps(good("l0", relevant_ids="b")),
+        "relevant_ids",
+        "relevant_ids must be a list of ids (got a string)",
+    ),
+    (
+        json.dumps(good("l1", relevant_ids=[["b"]])),
+        "relevant_ids",
+        "relevant_ids[0] is a list; ids must be non-empty strings or integers",
+    ),
+    (
+        json.dumps(good("g0", relevance_scores=[1, 2])),
+        "relevance_scores",
+        "relevance_scores must be an object of doc_id -> grade (got a list)",
+    ),
+    (
+        json.dumps(good("g1", relevance_scores={"a": -1})),
+        "relevance_scores",
+        'relevance_scores["a"] must be a finite number >= 0 (got -1)',
+    ),
+    (
+        json.dumps(good("g2", relevance_scores={"a": "high"})),
+        "relevance_scores",
+        'relevance_scores["a"] must be a finite number >= 0 (got "high")',
+    ),
+    (
+        json.dumps(good("g3", relevance_scores={"a": True})),
+        "relevance_scores",
+        'relevance_scores["a"] must be a finite number >= 0 (got true)',
+    ),
+    (
+        '{"trace_id": "g4", "query_id": "q", "timestamp": "2026-11-30", "retrieved_ids": [],'
+        ' "relevance_scores": {"a": NaN}}',
+        "relevance_scores",
+        'relevance_scores["a"] must be a finite number >= 0 (got NaN)',
+    ),
+    (
+        '{"trace_id": "g5", "query_id": "q", "timestamp": "2026-11-30", "retrieved_ids": [],'
+        ' "relevance_scores": {"a": Infinity}}',
+        "relevance_scores",
+        'relevance_scores["a"] must be a finite number >= 0 (got Infinity)',
+    ),
+    (
+        json.dumps(good("g6", relevance_scores={"": 1})),
+        "relevance_scores",
+        "relevance_scores has an empty document id",
+    ),
+    (json.dumps(good("s0", segment=3)), "segment", "segment must be a string (got an integer)"),
+    (json.dumps(good("v0", variant=["a"])), "variant", "variant must be a string (got a list)"),
+]
+
+
+@pytest.mark.parametrize(("line", "field", "reason"), BAD_RECORDS)
+def test_each_bad_record_is_quarantined_with_its_reason(
+    tmp_path: Path, line: str, field: str | None, reason: str
+) -> None:
+    path = write_lines(tmp_path / "t.jsonl", [json.dumps(good("ok-1")), line])
+    run = run_evaluation(path, "mrr")
+    assert (run.ingest.read, run.ingest.valid, run.ingest.quarantined) == (2, 1, 1)
+    bad = run.quarantine.iloc[0]
+    assert (bad.source_file, bad.source_line) == (str(path), 2)
+    assert bad.field == field or (field is None and pd.isna(bad.field))
+    assert bad.reason == reason
+    assert bad.raw_record == line  # kept whole: nothing is lost
+    assert list(run.per_query.trace_id) == ["ok-1"]
+
+
+@pytest.mark.parametrize(("line", "field", "reason"), BAD_RECORDS)
+def test_python_validator_gives_the_same_verdict(line: str, field: str | None, reason: str) -> None:
+    with pytest.raises(RecordError) as caught:
+        parse_line(line)
+    assert (caught.value.field, caught.value.reason) == (field, reason)
+
+
+def test_duplicate_trace_id_quarantines_the_later_one_across_files(tmp_path: Path) -> None:
+    day = tmp_path / "day"
+    day.mkdir()
+    write_lines(day / "a.jsonl", [json.dumps(good("same")), json.dumps(good("other"))])
+    write_lines(day / "b.jsonl", [json.dumps(good("same", retrieved_ids=["z"]))])
+    run = run_evaluation(day, "mrr")
+    assert run.ingest.read == 3 and run.ingest.quarantined == 1
+    bad = run.quarantine.iloc[0]
+    assert bad.source_file == str(day / "b.jsonl")
+    assert bad.reason == f"duplicate trace_id same (first seen at {day / 'a.jsonl'} line 1)"
+    kept = run.per_query.set_index("trace_id")
+    assert kept.loc["same", "n_retrieved"] == 2  # the first one, a and b
+
+
+def test_bom_blank_lines_crlf_and_invalid_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    body = (
+        b"\xef\xbb\xbf" + json.dumps(good("bom")).encode() + b"\r\n"
+        b"\n   \n"
+        + json.dumps(good("latin-\xff")).encode().replace(b"\\u00ff", b"\xff")
+        + b"\n"
+        + json.dumps(good("unicode-\u00e9\u4e2d")).encode()
+        + b"\n"
+    )
+    path.write_bytes(body)
+    run = run_evaluation(path, "mrr")
+    assert run.ingest.read == 3  # blank lines are not records
+    assert sorted(run.per_query.trace_id) == ["bom", "unicode-\u00e9\u4e2d"]
+    bad = run.quarantine.iloc[0]
+    assert bad.source_line == 4
+    assert bad.reason.startswith("invalid UTF-8 at byte ")
+
+
+def test_empty_file_and_only_blank_lines(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_bytes(b"\n\n  \n")
+    run = run_evaluation(tmp_path, "mrr")
+    assert (run.ingest.files, run.ingest.read, run.ingest.valid) == (2, 0, 0)
+    assert run.per_query.empty
+
+
+def test_truncated_gzip_keeps_complete_lines_and_quarantines_the_cut_one(tmp_path: Path) -> None:
+    lines = [
+        json.dumps(good(f"t{i}", retrieved_ids=[f"d{j}" for j in range(50)])) for i in range(200)
+    ]
+    packed = gzip.compress(("\n".join(lines) + "\n").encode())
+    path = tmp_path / "t.jsonl.gz"
+    path.write_bytes(packed[: len(packed) // 2])
+    run = run_evaluation(path, "mrr")
+    assert run.ingest.read == run.ingest.valid + run.ingest.quarantined
+    assert run.ingest.valid > 0
+    assert run.ingest.quarantined == 1
+    assert "gzip stream is truncated" in run.quarantine.iloc[0].reason
+
+
+def test_gzip_name_without_gzip_content_is_a_file_error(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "t.jsonl.gz", [json.dumps(good("x"))])
+    with pytest.raises(TraceFileError, match="not a gzip file"):
+        run_evaluation(path, "mrr")
+
+
+def test_unreadable_paths_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceFileError, match="no such file or directory"):
+        run_evaluation(tmp_path / "missing.jsonl", "mrr")
+    other = tmp_path / "notes.txt"
+    other.write_text("hello")
+    with pytest.raises(TraceFileError, match=r"notes\.txt: not a trace file"):
+        run_evaluation(other, "mrr")
+    fake = tmp_path / "fake.parquet"
+    fake.write_text("not parquet")
+    with pytest.raises(TraceFileError, match=r"fake\.parquet: not a readable Parquet file"):
+        run_evaluation(fake, "mrr")
+
+
+def test_parquet_rows_follow_the_same_rules(tmp_path: Path) -> None:
+    table = pa.table(
+        {
+            "trace_id": ["p1", "p2", "p3"],
+            "query_id": ["q", "q", "q"],
+            "timestamp": ["2026-11-30T01:00:00Z", "2026-11-30T02:00:00Z", "bad"],
+            "retrieved_ids": [["a", "b"], ["b", None], ["a"]],
+            "relevance_scores": pa.array(
+                [[("b", 2.0)], [("a", 1.0)], []], type=pa.map_(pa.string(), pa.float64())
+            ),
+        }
+    )
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    run = run_evaluation(path, "mrr")
+    assert (run.ingest.read, run.ingest.valid) == (3, 1)
+    assert run.per_query.iloc[0]["mrr"] == pytest.approx(1 / 2)
+    reasons = dict(zip(run.quarantine.source_line, run.quarantine.reason, strict=True))
+    assert reasons == {
+        2: "retrieved_ids[1] is null; ids must be non-empty strings or integers",
+        3: 'unparsable timestamp "bad"',
+    }
+
+
+def test_parquet_without_a_required_column_is_a_file_error(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"trace_id": ["a"], "query_id": ["q"], "timestamp": ["x"]}), path)
+    with pytest.raises(TraceFileError, match="lacks required column\\(s\\) retrieved_ids"):
+        run_evaluation(path, "mrr")
+
+
+def test_stale_labels_are_dropped_and_counted(tmp_path: Path) -> None:
+    traces = write_lines(
+        tmp_path / "t.jsonl",
+        [
+            json.dumps(good("fresh", retrieved_ids=["a", "b"], relevant_ids=["a", "gone"])),
+            json.dumps(good("all-stale", retrieved_ids=["a"], relevant_ids=["gone", "late"])),
+            json.dumps(good("deleted", retrieved_ids=["old"], relevant_ids=["old", "a"])),
+        ],
+    )
+    corpus = tmp_path / "corpus.csv"
+    corpus.write_text(
+        "doc_id,added_at,deleted_at\n"
+        "a,,\n"
+        "b,2026-01-01T00:00:00Z,\n"
+        "late,2026-12-01T00:00:00Z,\n"  # added after the traces were served
+        "old,2020-01-01T00:00:00Z,2026-11-29T00:00:00Z\n"  # deleted before
+    )
+    run = run_evaluation(traces, "recall@10,mrr", corpus=corpus)
+    rows = run.per_query.set_index("trace_id")
+    assert rows.loc["fresh", "n_stale_labels"] == 1
+    assert rows.loc["fresh", "recall@10"] == pytest.approx(1 / 1)  # not 1/2: gone is stale
+    assert pd.isna(rows.loc["all-stale", "mrr"])  # every label stale: unannotated
+    assert rows.loc["deleted", "n_stale_labels"] == 1
+    assert rows.loc["deleted", "mrr"] == 0  # "old" was retrieved but its label is stale
+    assert (run.labels.labels, run.labels.stale, run.labels.traces_with_stale) == (6, 4, 3)
+    assert (run.traces.annotated, run.traces.unannotated) == (2, 1)
+
+
+def test_reingesting_a_partition_replaces_it(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "t.jsonl", [json.dumps(good("a")), "{bad"])
+    conn = engine.connect(tmp_path / "w.duckdb")
+    for _ in range(3):
+        engine.ingest_traces(conn, [path], partition_date=date(2026, 11, 30))
+    counts = conn.execute("select (select count(*) from traces), (select count(*) from quarantine)")
+    assert counts.fetchone() == (1, 1)
+
+
+# ---- accounting on random mixtures --------------------------------------------------------------
+
+record_lines = st.one_of(
+    st.integers(0, 10_000).map(lambda i: json.dumps(good(f"t{i % 40}"))),  # repeats -> duplicates
+    st.sampled_from([line for line, _, _ in BAD_RECORDS]),
+    st.text(max_size=30).filter(lambda t: "\n" not in t and "\r" not in t),
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(record_lines, max_size=40))
+def test_read_equals_scored_plus_quarantined(tmp_path: Path, lines: list[str]) -> None:
+    path = tmp_path / "mix.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = run_evaluation(path, "mrr")
+    records = [line for line in lines if line.encode().strip()]  # the reader's blank lines
+    assert run.ingest.read == len(records)
+    assert run.ingest.read == run.ingest.valid + run.ingest.quarantined
+    assert len(run.per_query) == run.ingest.valid
+    assert len(run.quarantine) == run.ingest.quarantined
+    # the Python validator agrees on which records are valid (first occurrence of an id)
+    seen: set[str] = set()
+    expected_valid = 0
+    for line in records:
+        try:
+            record = parse_line(line)
+        except RecordError:
+            continue
+        if record.trace_id not in seen:
+            seen.add(record.trace_id)
+            expected_valid += 1
+    assert run.ingest.valid == expected_valid
