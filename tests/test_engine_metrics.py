@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval_pipeline.evaluation import evaluate
+from retrieval_pipeline.metrics import parse_metrics
+from retrieval_pipeline.reference import score_trace
 
 TS = "2026-11-30T12:00:00Z"
 
@@ -238,3 +240,43 @@ def test_sql_float_grades_equal_the_formula(cases: list) -> None:
         assert ours.loc[r["trace_id"], "recall@10"] == pytest.approx(
             hits / len(relevant) if relevant else 0.0, abs=1e-9
         )
+
+
+ALL_FAMILIES = "ndcg@3,ndcg@10,precision@1,precision@5,recall@5,recall@20,mrr,mrr@3,map,map@5"
+ALL_FAMILIES += ",hit_rate@1,hit_rate@10"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(DOC_POOL), max_size=15),
+            st.dictionaries(
+                st.sampled_from(DOC_POOL),
+                st.one_of(st.integers(0, 3), st.sampled_from([0.5, 1.5, 2.25])),
+                max_size=8,
+            ),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from(["exponential", "linear"]),
+    st.sampled_from([1, 2]),
+)
+def test_sql_equals_the_python_reference(cases: list, gain: str, relevance_level: int) -> None:
+    records = [trace(f"t{i}", retrieved, scores) for i, (retrieved, scores) in enumerate(cases)]
+    metrics = parse_metrics(ALL_FAMILIES)
+    ours = evaluate(pd.DataFrame(records), metrics, gain=gain, relevance_level=relevance_level)
+    by_id = ours.set_index("trace_id")
+    for r in records:
+        expected = score_trace(
+            list(dict.fromkeys(r["retrieved_ids"])),
+            {d: float(g) for d, g in r["relevance_scores"].items()},
+            metrics,
+            gain,  # type: ignore[arg-type]
+            relevance_level,
+        )
+        # an empty relevance_scores object is a judgement with nothing relevant: zeros
+        expected = expected or dict.fromkeys((m.name for m in metrics), 0.0)
+        for name, value in expected.items():
+            assert by_id.loc[r["trace_id"], name] == pytest.approx(value, abs=1e-9), (name, r)
