@@ -10,10 +10,10 @@ create table if not exists traces (
     segment varchar not null,
     variant varchar not null,
     label_source varchar,
-    retrieved_ids varchar [] not null,  -- rank order, duplicates removed (first kept)
+    retrieved_ids varchar[] not null,  -- rank order, duplicates removed (first kept)
     n_duplicate_ids integer not null,   -- later repeats dropped from retrieved_ids
     is_judged boolean not null,         -- relevant_ids or relevance_scores present
-    labels struct (doc_id varchar, grade double) [] not null,  -- before stale filtering
+    labels struct(doc_id varchar, grade double)[] not null,  -- before stale filtering
     source_file varchar not null,
     source_line bigint not null
 );
