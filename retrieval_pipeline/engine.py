@@ -82,6 +82,9 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 @contextmanager
 def registered(conn: duckdb.DuckDBPyConnection, name: str, table: object) -> Iterator[None]:
+    """`table` (a DataFrame or Arrow table) visible to SQL as `name` for the block."""
+    # DuckDB 2.0 refuses register() while an earlier execute() has unread rows.
+    conn.complete()
     conn.register(name, table)
     try:
         yield

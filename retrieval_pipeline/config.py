@@ -1,0 +1,251 @@
+"""The pipeline's configuration: one TOML file validated into typed models.
+
+Knows nothing of Dagster. The file's path comes from an explicit argument, else the environment
+variable `RETRIEVAL_PIPELINE_CONFIG`, else the built-in defaults (equal to `config.example.toml`).
+Every problem is reported at once, in one `ConfigError` that names the file, each offending key
+and what is allowed there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pandas as pd
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from retrieval_pipeline.metrics import DEFAULT_METRICS, Metric, parse_metric, parse_metrics
+
+CONFIG_ENV = "RETRIEVAL_PIPELINE_CONFIG"
+
+BaselinePolicy = Literal["trailing_days", "previous_day", "pinned"]
+
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "ndcg@10": 0.65,
+    "mrr": 0.65,
+    "recall@20": 0.8,
+    "map": 0.55,
+}
+DEFAULT_HEADLINE_METRICS: tuple[str, ...] = ("ndcg@10", "mrr")
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message lists every problem found."""
+
+
+def _canonical_metric(name: str) -> str:
+    return parse_metric(name).name
+
+
+def _unit_interval(value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"must be a number in [0, 1], got {value!r}")
+    return value
+
+
+MetricName = Annotated[str, AfterValidator(_canonical_metric)]
+UnitFloat = Annotated[float, Field(strict=True), AfterValidator(_unit_interval)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ChecksConfig(_Section):
+    """Limits behind the asset checks and the `insufficient` status."""
+
+    min_annotated_traces: int = Field(default=20, ge=0, strict=True)
+    min_coverage: UnitFloat = 0.3
+    max_stale_label_rate: UnitFloat = 0.1
+    max_quarantine_rate: UnitFloat = 0.05
+
+
+class BaselineConfig(_Section):
+    """Which days a partition is compared against in the regression report."""
+
+    policy: BaselinePolicy = "trailing_days"
+    trailing_days: int = Field(default=7, ge=1, strict=True)
+    pinned_date: date | None = None
+
+    @model_validator(mode="after")
+    def _pinned_needs_a_date(self) -> BaselineConfig:
+        if self.policy == "pinned" and self.pinned_date is None:
+            raise ValueError('policy "pinned" needs pinned_date = YYYY-MM-DD')
+        if self.policy != "pinned" and self.pinned_date is not None:
+            raise ValueError(f'pinned_date is used only with policy "pinned", not {self.policy!r}')
+        return self
+
+    def window(self, day: date) -> tuple[date, date]:
+        """The baseline days for `day`, first and last inclusive."""
+        if self.policy == "previous_day":
+            previous = day - timedelta(days=1)
+            return previous, previous
+        if self.policy == "pinned":
+            assert self.pinned_date is not None  # enforced by the validator
+            return self.pinned_date, self.pinned_date
+        return day - timedelta(days=self.trailing_days), day - timedelta(days=1)
+
+
+class PipelineConfig(_Section):
+    """The whole file. Metric names are stored in their canonical spelling (`ndcg@10`)."""
+
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    gain: Literal["exponential", "linear"] = "exponential"
+    relevance_level: float = Field(default=1.0, gt=0, strict=True)
+    headline_metrics: tuple[MetricName, ...] = DEFAULT_HEADLINE_METRICS
+    thresholds: dict[MetricName, UnitFloat] = Field(
+        default_factory=lambda: dict(DEFAULT_THRESHOLDS)
+    )
+    segment_thresholds: dict[str, dict[MetricName, UnitFloat]] = Field(default_factory=dict)
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
+    baseline: BaselineConfig = Field(default_factory=BaselineConfig)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _parse_metrics(cls, value: object) -> tuple[str, ...]:
+        if not isinstance(value, str | list | tuple):
+            raise ValueError("must be a list of metric names, e.g. ['ndcg@10', 'mrr']")
+        return tuple(metric.name for metric in parse_metrics(value))
+
+    @model_validator(mode="after")
+    def _only_configured_metrics(self) -> PipelineConfig:
+        # Left unset, the metric-keyed defaults follow the configured metrics instead of failing.
+        if "thresholds" not in self.model_fields_set:
+            self.thresholds = {m: v for m, v in DEFAULT_THRESHOLDS.items() if m in self.metrics}
+        if "headline_metrics" not in self.model_fields_set:
+            kept = tuple(m for m in DEFAULT_HEADLINE_METRICS if m in self.metrics)
+            self.headline_metrics = kept or self.metrics[:1]
+        problems: list[str] = []
+        named: list[tuple[str, Sequence[str]]] = [
+            ("thresholds", list(self.thresholds)),
+            ("headline_metrics", list(self.headline_metrics)),
+        ]
+        named += [(f"segment_thresholds.{s}", list(t)) for s, t in self.segment_thresholds.items()]
+        for where, names in named:
+            problems += [
+                f"{where}: {name!r} is not among the configured metrics ({', '.join(self.metrics)})"
+                for name in names
+                if name not in self.metrics
+            ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def metric_objects(self) -> tuple[Metric, ...]:
+        """The configured metrics as `metrics.Metric` objects, for the engine."""
+        return parse_metrics(list(self.metrics))
+
+    def threshold(self, segment: str, metric: str) -> float | None:
+        """The threshold that applies to `metric` on `segment` (override first), or None."""
+        override = self.segment_thresholds.get(segment, {})
+        return override.get(metric, self.thresholds.get(metric))
+
+
+def thresholds_frame(config: PipelineConfig) -> pd.DataFrame:
+    """The thresholds as a relation for SQL: segment (null = every segment), metric, threshold,
+    min_annotated. Every configured metric has a default row, with a null threshold if none."""
+    rows: list[dict[str, object]] = [
+        {"segment": None, "metric": metric, "threshold": config.thresholds.get(metric)}
+        for metric in config.metrics
+    ]
+    rows += [
+        {"segment": segment, "metric": metric, "threshold": value}
+        for segment, overrides in sorted(config.segment_thresholds.items())
+        for metric, value in overrides.items()
+    ]
+    frame = pd.DataFrame(rows, columns=["segment", "metric", "threshold"])
+    frame["segment"] = frame["segment"].astype(object)
+    frame["metric"] = frame["metric"].astype(object)
+    frame["threshold"] = frame["threshold"].astype("float64")
+    frame["min_annotated"] = config.checks.min_annotated_traces
+    return frame
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+_SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
+    (): PipelineConfig,
+    ("checks",): ChecksConfig,
+    ("baseline",): BaselineConfig,
+}
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _format_location(loc: Sequence[int | str]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if item == "[key]":
+            continue
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            text = item if _BARE_KEY.match(item) else f'"{item}"'
+            parts.append(text if not parts else f".{text}")
+    return "".join(parts)
+
+
+def _format_error(error: Mapping[str, Any]) -> list[str]:
+    loc = tuple(error["loc"])
+    if error["type"] == "value_error" and not loc:
+        # whole-file problems (one per line) already name their keys
+        return str(error["ctx"]["error"]).splitlines()
+    where = _format_location(loc)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent = tuple(str(part) for part in loc[:-1])
+        model = _SECTIONS.get(parent)
+        allowed = ", ".join(model.model_fields) if model else "see config.example.toml"
+        return [f"{where}: unknown key; allowed keys here: {allowed}"]
+    if kind == "value_error":
+        message = str(error["ctx"]["error"])
+    elif kind == "literal_error":
+        message = f"{error['msg'].replace('Input should be', 'must be')}, got {error['input']!r}"
+    else:
+        message = f"{error['msg'].replace('Input should', 'must')}, got {error['input']!r}"
+    return [f"{where}: {message}"]
+
+
+def config_from_mapping(data: Mapping[str, Any], source: str = "<config>") -> PipelineConfig:
+    """Validate an already parsed TOML document; `source` names it in errors."""
+    try:
+        return PipelineConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        lines = [line for error in exc.errors() for line in _format_error(error)]
+        raise ConfigError(
+            f"invalid pipeline config {source}:\n" + "\n".join(f"  - {line}" for line in lines)
+        ) from None
+
+
+def config_path(path: str | Path | None = None) -> Path | None:
+    """The file to read: `path`, else $RETRIEVAL_PIPELINE_CONFIG, else None (defaults)."""
+    chosen = path if path is not None else os.environ.get(CONFIG_ENV) or None
+    return Path(chosen) if chosen is not None else None
+
+
+def load_config(path: str | Path | None = None) -> PipelineConfig:
+    """Read and validate the configuration (see `config_path`); raise `ConfigError`."""
+    chosen = config_path(path)
+    if chosen is None:
+        return PipelineConfig()
+    try:
+        text = chosen.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read pipeline config {chosen}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid pipeline config {chosen}: not valid TOML: {exc}") from None
+    return config_from_mapping(data, source=str(chosen))

@@ -1,0 +1,75 @@
+"""The Dagster definitions (`[tool.dagster] module_name`): assets, checks, job, schedule, resources.
+
+Loading them validates the configuration ($RETRIEVAL_PIPELINE_CONFIG or the built-in defaults),
+so a bad file fails `dagster definitions validate` and the UI's code location with a message
+naming the key. Locations: $RETRIEVAL_PIPELINE_STORE (trace store, default data/store),
+$RETRIEVAL_PIPELINE_DB (DuckDB file, default data/warehouse.duckdb),
+$RETRIEVAL_PIPELINE_REPORTS and $RETRIEVAL_PIPELINE_APPROVALS (default: beside the database).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from retrieval_pipeline.config import config_path, load_config
+from retrieval_pipeline.defs import assets, checks
+from retrieval_pipeline.defs.resources import (
+    APPROVALS_ENV,
+    DB_ENV,
+    DEFAULT_DB,
+    DEFAULT_STORE,
+    REPORTS_ENV,
+    STORE_ENV,
+    PipelineSettingsResource,
+    TraceStoreResource,
+    WarehouseResource,
+)
+from retrieval_pipeline.defs.schedules import nightly_job, nightly_schedule
+
+ASSETS = [
+    assets.traces,
+    assets.corpus,
+    assets.labels,
+    assets.query_metrics,
+    assets.segment_metrics,
+    assets.regression_report,
+    assets.deploy_gate,
+]
+
+
+def _env_or(name: str, default: str) -> str | dg.EnvVar:
+    return dg.EnvVar(name) if os.environ.get(name) else str(Path(default).absolute())
+
+
+def _env_or_none(name: str) -> str | dg.EnvVar | None:
+    return dg.EnvVar(name) if os.environ.get(name) else None
+
+
+def build_defs(config: str | Path | None = None) -> dg.Definitions:
+    """The definitions for a configuration file (None: $RETRIEVAL_PIPELINE_CONFIG, else the
+    defaults); raises `config.ConfigError` naming the key when the file is invalid."""
+    path = config_path(config)
+    load_config(path)  # validate now, not at the first run
+    return dg.Definitions(
+        assets=ASSETS,
+        asset_checks=list(checks.ALL_CHECKS),
+        jobs=[nightly_job],
+        schedules=[nightly_schedule],
+        resources={
+            "trace_store": TraceStoreResource(root=_env_or(STORE_ENV, DEFAULT_STORE)),
+            "warehouse": WarehouseResource(database=_env_or(DB_ENV, DEFAULT_DB)),
+            "settings": PipelineSettingsResource(
+                config_path=str(path.absolute()) if path else None,
+                reports_dir=_env_or_none(REPORTS_ENV),
+                approvals_dir=_env_or_none(APPROVALS_ENV),
+            ),
+        },
+        # DuckDB takes one writer per file: steps run one after another in the run's process.
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_defs()

@@ -1,0 +1,343 @@
+"""The nightly pipeline's assets: traces -> labels -> query_metrics -> segment_metrics ->
+regression_report -> deploy_gate, with the corpus snapshot beside them.
+
+Thin wiring: each asset calls the engine (or `nightly`) on the run's partition range and returns
+metadata in words and numbers. Every asset that touches the DuckDB file is in the `duckdb` pool
+(limited to one in dagster_home/dagster.yaml) so runs queue instead of failing on the file lock,
+and every partitioned asset backfills a range in one run.
+"""
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import dagster as dg
+
+from retrieval_pipeline import engine, nightly, report
+from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
+from retrieval_pipeline.defs.resources import (
+    PipelineSettingsResource,
+    TraceStoreResource,
+    WarehouseResource,
+)
+from retrieval_pipeline.store import TraceStoreError
+
+POOL = "duckdb"
+KINDS = {"duckdb"}
+SINGLE_RUN = dg.BackfillPolicy.single_run()
+GROUP = "retrieval_eval"
+# The checks the deploy gate requires (defined in checks.py, which imports this module).
+BLOCKING_CHECK_KEYS = (
+    dg.AssetCheckKey(dg.AssetKey("regression_report"), "segment_thresholds"),
+    dg.AssetCheckKey(dg.AssetKey("regression_report"), "annotation_coverage"),
+    dg.AssetCheckKey(dg.AssetKey("traces"), "quarantine_rate"),
+)
+BLOCKING_CHECKS = tuple(key.name for key in BLOCKING_CHECK_KEYS)
+
+
+def warehouse_asset(
+    deps: Sequence[dg.AssetsDefinition] = (),
+) -> Callable[[Callable[..., dg.MaterializeResult]], dg.AssetsDefinition]:
+    """A daily asset that writes the warehouse: one pool, single-run backfills, DuckDB kind."""
+    return dg.asset(
+        partitions_def=daily_partitions,
+        backfill_policy=SINGLE_RUN,
+        pool=POOL,
+        kinds=KINDS,
+        group_name=GROUP,
+        deps=list(deps),
+    )
+
+
+def _md_table(header: list[str], rows: list[list[object]]) -> dg.MetadataValue:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(report.escape_markdown(c) for c in row) + " |" for row in rows]
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def _range_metadata(start: date, end: date) -> dict[str, str]:
+    return {"partition_start": start.isoformat(), "partition_end": end.isoformat()}
+
+
+@warehouse_asset()
+def traces(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    trace_store: TraceStoreResource,
+) -> dg.MaterializeResult:
+    """The day's trace records, validated into `traces`; the rest in `quarantine` with reasons.
+
+    Each day is replaced in one transaction, so re-running a day never duplicates rows."""
+    start, end = partition_days(context)
+    store = trace_store.get_store()
+    per_day: list[tuple[date, engine.IngestCounts]] = []
+    try:
+        files_by_day = [(day, store.trace_files(day)) for day in report.days_between(start, end)]
+    except TraceStoreError as exc:
+        raise dg.Failure(description=str(exc)) from exc
+    with warehouse.get_connection() as conn:
+        for day, files in files_by_day:
+            per_day.append((day, engine.ingest_traces(conn, files, partition_date=day)))
+    read = sum(c.read for _, c in per_day)
+    quarantined = sum(c.quarantined for _, c in per_day)
+    empty = [d.isoformat() for d, c in per_day if c.read == 0]
+    summary = (
+        f"{read} records from {sum(c.files for _, c in per_day)} file(s): "
+        f"{read - quarantined} valid, {quarantined} quarantined"
+    )
+    if empty:
+        summary += "; no data for " + ", ".join(empty)
+    context.log.info(summary)
+    return dg.MaterializeResult(
+        metadata={
+            **_range_metadata(start, end),
+            "summary": summary,
+            "records_read": read,
+            "records_valid": read - quarantined,
+            "records_quarantined": quarantined,
+            "quarantine_rate": quarantined / read if read else float("nan"),
+            "duplicate_ids_dropped": sum(c.duplicate_ids_dropped for _, c in per_day),
+            "store": store.describe(),
+            "per_day": _md_table(
+                ["day", "files", "read", "valid", "quarantined"],
+                [[d.isoformat(), c.files, c.read, c.valid, c.quarantined] for d, c in per_day],
+            ),
+        }
+    )
+
+
+@dg.asset(backfill_policy=SINGLE_RUN, pool=POOL, kinds=KINDS, group_name=GROUP)
+def corpus(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    trace_store: TraceStoreResource,
+) -> dg.MaterializeResult:
+    """The current corpus snapshot (the store's newest file), which makes labels stale.
+
+    Without a snapshot the table is empty and no label is treated as stale."""
+    store = trace_store.get_store()
+    try:
+        path = store.corpus_file()
+    except TraceStoreError as exc:
+        raise dg.Failure(description=str(exc)) from exc
+    with warehouse.get_connection() as conn:
+        documents = engine.load_corpus(conn, path)
+    summary = (
+        f"{documents} documents from {path}"
+        if path
+        else f"no corpus snapshot in {store.describe()}: stale-label filtering is off"
+    )
+    context.log.info(summary)
+    return dg.MaterializeResult(
+        metadata={"summary": summary, "documents": documents, "snapshot": str(path or "")}
+    )
+
+
+@warehouse_asset(deps=[traces, corpus])
+def labels(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """(trace, document, grade) for the day, each label marked fresh or stale against the corpus;
+    stale labels are never scored."""
+    start, end = partition_days(context)
+    with warehouse.get_connection() as conn:
+        quality = nightly.quality_counts(conn, start, end)
+        counts = engine.build_labels(conn, start, end, use_corpus=quality.corpus_documents > 0)
+    rate = counts.stale / counts.labels if counts.labels else float("nan")
+    summary = (
+        f"{counts.labels} labels, {counts.stale} dropped as stale"
+        f" ({counts.traces_with_stale} traces affected)"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            **_range_metadata(start, end),
+            "summary": summary,
+            "labels": counts.labels,
+            "stale_labels": counts.stale,
+            "stale_label_rate": rate,
+            "traces_with_stale_labels": counts.traces_with_stale,
+            "corpus_used": quality.corpus_documents > 0,
+        }
+    )
+
+
+@warehouse_asset(deps=[labels])
+def query_metrics(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.MaterializeResult:
+    """Every configured metric at every configured K for each trace (the engine's SQL), long form:
+    one row per trace and metric, null for unannotated traces."""
+    start, end = partition_days(context)
+    config = settings.load()
+    with warehouse.get_connection() as conn:
+        counts = engine.compute_query_metrics(
+            conn, config.metric_objects(), start, end, config.gain, config.relevance_level
+        )
+    summary = (
+        f"{counts.traces} traces scored on {', '.join(config.metrics)}: {counts.annotated} "
+        f"annotated, {counts.unannotated} unannotated, {counts.no_relevant} with no relevant label"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            **_range_metadata(start, end),
+            "summary": summary,
+            "traces": counts.traces,
+            "annotated_traces": counts.annotated,
+            "unannotated_traces": counts.unannotated,
+            "no_relevant_traces": counts.no_relevant,
+            "coverage": counts.annotated / counts.traces if counts.traces else float("nan"),
+            "metrics": ", ".join(config.metrics),
+        }
+    )
+
+
+@warehouse_asset(deps=[query_metrics])
+def segment_metrics(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.MaterializeResult:
+    """Per segment and variant, and overall per variant (segment `__all__`): traces, annotated
+    traces, coverage, each metric's mean with a 95% interval, its threshold status and margin."""
+    start, end = partition_days(context)
+    config = settings.load()
+    with warehouse.get_connection() as conn:
+        rows = nightly.build_segment_metrics(conn, config, start, end)
+    misses = report.misses_of(rows)
+    statuses = rows["status"].value_counts().to_dict() if not rows.empty else {}
+    groups = rows.drop_duplicates(["partition_date", "segment", "variant"]) if len(rows) else rows
+    summary = (
+        f"{len(groups)} segment/variant rows: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+        if len(rows)
+        else "no data: no traces in these partitions"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            **_range_metadata(start, end),
+            "summary": summary,
+            "rows": len(rows),
+            "misses": len(misses),
+            "misses_in_words": "\n".join(m.words(with_day=start != end) for m in misses) or "none",
+        }
+    )
+
+
+@warehouse_asset(deps=[segment_metrics])
+def regression_report(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.MaterializeResult:
+    """The day against its baseline (trailing 7 days by default), per segment, variant and metric:
+    value, baseline, delta, threshold, status; every miss in words. Written as Markdown and JSON
+    files; the headline metrics are numeric metadata so the UI plots them over time."""
+    start, end = partition_days(context)
+    config = settings.load()
+    folder = settings.reports_folder(warehouse)
+    reports: list[report.RegressionReport] = []
+    with warehouse.get_connection() as conn:
+        for day in report.days_between(start, end):
+            reports.append(
+                report.build_report(nightly.build_regression_rows(conn, config, day), config, day)
+            )
+    written: list[str] = []
+    for day_report in reports:
+        stem = folder / f"regression_report_{day_report.partition.isoformat()}"
+        Path(f"{stem}.md").write_text(day_report.to_markdown(), encoding="utf-8")
+        Path(f"{stem}.json").write_text(day_report.to_json(), encoding="utf-8")
+        written += [f"{stem}.md", f"{stem}.json"]
+    last = reports[-1]
+    metadata: dict[str, dg.RawMetadataValue] = {
+        **_range_metadata(start, end),
+        "summary": "\n".join(r.summary() for r in reports),
+        "misses": sum(len(r.misses) for r in reports),
+        "report": dg.MetadataValue.md(last.to_markdown()),
+        "files": "\n".join(written),
+        "markdown_path": dg.MetadataValue.path(f"{folder}/regression_report_{end}.md"),
+    }
+    if start == end:
+        # one point per partition: a range run would stamp one day's numbers on every day
+        metadata |= {name: value for name, value in last.headline_values().items()}
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def _outcome(
+    instance: dg.DagsterInstance, check_key: dg.AssetCheckKey
+) -> report.CheckOutcome | None:
+    record = instance.get_latest_asset_check_evaluation_record(check_key)
+    if record is None:
+        return None
+    evaluation = None
+    if record.event is not None and record.event.dagster_event is not None:
+        data = record.event.dagster_event.event_specific_data
+        evaluation = data if isinstance(data, dg.AssetCheckEvaluation) else None
+    if evaluation is None:
+        return report.CheckOutcome(check_key.name, None, None, None, run_id=record.run_id)
+
+    def text(key: str) -> str | None:
+        value = evaluation.metadata.get(key)
+        return str(value.value) if value is not None else None
+
+    return report.CheckOutcome(
+        name=check_key.name,
+        passed=evaluation.passed,
+        partition_start=text("partition_start"),
+        partition_end=text("partition_end"),
+        run_id=record.run_id,
+        description=evaluation.description,
+        evaluated_at=record.create_timestamp,
+    )
+
+
+@dg.asset(
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    kinds={"json"},
+    group_name=GROUP,
+    deps=[regression_report],
+)
+def deploy_gate(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.MaterializeResult:
+    """Approval to deploy: materializes only when every blocking check passed for these partitions,
+    and writes an approval record (partition, checks, results) a deploy system can read.
+
+    Blocking checks stop this asset inside a run; run alone it looks up the latest evaluation of
+    each blocking check itself and refuses when one failed, is missing or covers other days."""
+    start, end = partition_days(context)
+    outcomes = {key.name: _outcome(context.instance, key) for key in BLOCKING_CHECK_KEYS}
+    refusals = report.gate_refusals(BLOCKING_CHECKS, outcomes, start, end)
+    if refusals:
+        raise dg.Failure(
+            description=(
+                f"deploy gate refuses {report.window_text(start, end)}:\n" + "\n".join(refusals)
+            ),
+            metadata={"refusals": "\n".join(refusals)},
+        )
+    folder = settings.approvals_folder(warehouse)
+    approved_at = datetime.now(UTC).isoformat(timespec="seconds")
+    written: list[str] = []
+    for day in report.days_between(start, end):
+        # one record per day, so a deploy system finds a day's approval by its name
+        record = report.approval_record(
+            day,
+            [o for o in outcomes.values() if o is not None],
+            run_id=context.run.run_id,
+            approved_at=approved_at,
+        )
+        path = folder / f"deploy_approval_{day.isoformat()}.json"
+        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        written.append(str(path))
+    return dg.MaterializeResult(
+        metadata={
+            **_range_metadata(start, end),
+            "summary": f"approved {report.window_text(start, end)}: "
+            + ", ".join(f"{name} passed" for name in BLOCKING_CHECKS),
+            "approval_records": "\n".join(written),
+            "approval_record": dg.MetadataValue.path(written[-1]),
+        }
+    )

@@ -1,0 +1,32 @@
+"""Daily partitions (UTC) and the date range a run covers."""
+
+from __future__ import annotations
+
+import os
+from datetime import date, timedelta
+
+import dagster as dg
+
+START_DATE_ENV = "RETRIEVAL_PIPELINE_START_DATE"
+DEFAULT_START_DATE = "2026-01-01"
+
+
+def start_date() -> str:
+    """The first partition: $RETRIEVAL_PIPELINE_START_DATE (YYYY-MM-DD) or 2026-01-01."""
+    text = os.environ.get(START_DATE_ENV) or DEFAULT_START_DATE
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{START_DATE_ENV} must be a date YYYY-MM-DD, got {text!r}") from None
+    return text
+
+
+daily_partitions = dg.DailyPartitionsDefinition(start_date=start_date(), timezone="UTC")
+
+
+def partition_days(
+    context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
+) -> tuple[date, date]:
+    """First and last day (inclusive) of the run's partition or partition range."""
+    window = context.partition_time_window
+    return window.start.date(), (window.end - timedelta(days=1)).date()

@@ -1,0 +1,86 @@
+"""Resources: the trace store, the DuckDB warehouse and the pipeline's settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+from dagster_duckdb import DuckDBResource
+
+from retrieval_pipeline import engine
+from retrieval_pipeline.config import PipelineConfig, load_config
+from retrieval_pipeline.store import LocalTraceStore, TraceStore
+
+DB_ENV = "RETRIEVAL_PIPELINE_DB"
+STORE_ENV = "RETRIEVAL_PIPELINE_STORE"
+REPORTS_ENV = "RETRIEVAL_PIPELINE_REPORTS"
+APPROVALS_ENV = "RETRIEVAL_PIPELINE_APPROVALS"
+DEFAULT_DB = "data/warehouse.duckdb"
+DEFAULT_STORE = "data/store"
+
+
+class TraceStoreResource(dg.ConfigurableResource):
+    """Where traces come from; the default is a local directory (see `store.LocalTraceStore`).
+
+    Another store (object storage, a database, an observability export) is a subclass that
+    overrides `get_store()` to return its own `TraceStore`; no asset changes."""
+
+    root: str
+
+    def get_store(self) -> TraceStore:
+        return LocalTraceStore(self.root)
+
+
+class WarehouseResource(DuckDBResource):
+    """The DuckDB warehouse file: its folder is created before any connection is tried (a missing
+    folder would make every connect retry for about 100 s), and every connection is prepared by
+    the engine (UTC session, tables and macros)."""
+
+    def _ensure_folder(self) -> None:
+        if self.database != ":memory:":
+            Path(self.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._ensure_folder()
+
+    @contextmanager
+    def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        self._ensure_folder()
+        with super().get_connection() as conn:
+            try:
+                engine.prepare(conn)
+                yield conn
+            finally:
+                conn.close()
+
+    def folder(self) -> Path:
+        return Path(self.database).expanduser().absolute().parent
+
+
+class PipelineSettingsResource(dg.ConfigurableResource):
+    """The TOML configuration's path (None: built-in defaults) and where files are written.
+
+    Reports default to `<warehouse folder>/reports`, approval records to
+    `<warehouse folder>/approvals`."""
+
+    config_path: str | None = None
+    reports_dir: str | None = None
+    approvals_dir: str | None = None
+
+    def load(self) -> PipelineConfig:
+        return load_config(self.config_path) if self.config_path else PipelineConfig()
+
+    def reports_folder(self, warehouse: WarehouseResource) -> Path:
+        folder = Path(self.reports_dir) if self.reports_dir else warehouse.folder() / "reports"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def approvals_folder(self, warehouse: WarehouseResource) -> Path:
+        folder = (
+            Path(self.approvals_dir) if self.approvals_dir else warehouse.folder() / "approvals"
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder

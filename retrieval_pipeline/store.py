@@ -1,0 +1,138 @@
+"""Where traces come from: a narrow trace-store interface and its local-directory default.
+
+Knows nothing of Dagster. The pipeline asks a store for three things only: the days it holds, the
+trace files of one day, and the current corpus snapshot. Another store (object storage, a database,
+an observability export) plugs in by implementing `TraceStore`, for example by fetching a day's
+objects into a local cache and returning those paths; no asset changes.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+CORPUS_SUFFIXES = (".parquet", ".csv")
+_DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
+
+
+class TraceStoreError(ValueError):
+    """The store cannot serve what was asked; the message names the path."""
+
+
+class MissingDayError(TraceStoreError, FileNotFoundError):
+    """The store holds no directory for the requested day."""
+
+
+@runtime_checkable
+class TraceStore(Protocol):
+    """What the pipeline needs from a trace store."""
+
+    def days(self) -> list[date]:
+        """Days the store holds traces for, oldest first."""
+        ...
+
+    def trace_files(self, day: date) -> list[Path]:
+        """The day's trace files (JSON lines, gzipped JSON lines, Parquet), in name order.
+
+        An existing but empty day gives []; a day the store does not hold raises
+        `MissingDayError`."""
+        ...
+
+    def corpus_file(self) -> Path | None:
+        """The current corpus snapshot (Parquet or CSV), or None when the store has none."""
+        ...
+
+    def describe(self) -> str:
+        """Where the store is, for logs and metadata."""
+        ...
+
+
+def _has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
+    return path.name.endswith(suffixes)
+
+
+class LocalTraceStore:
+    """A folder: `traces/date=YYYY-MM-DD/*.jsonl|*.jsonl.gz|*.parquet`, `corpus/*.parquet|*.csv`.
+
+    Nothing outside `root` is ever read: a relative part with `..`, an absolute part, or a symlink
+    that resolves outside the root is refused. Hidden files (`.name`) and files with other
+    suffixes are ignored, and so are subdirectories of a day.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().absolute()
+
+    def describe(self) -> str:
+        return f"local trace store at {self.root}"
+
+    def _real_root(self) -> Path:
+        if not self.root.is_dir():
+            raise TraceStoreError(f"trace store root {self.root} does not exist or is not a folder")
+        return self.root.resolve()
+
+    def path(self, *parts: str) -> Path:
+        """`root/parts...`, refusing any part that would leave the root."""
+        for part in parts:
+            pieces = Path(part).parts
+            if Path(part).is_absolute() or ".." in pieces or not pieces:
+                raise TraceStoreError(
+                    f"refusing path {part!r} in trace store {self.root}: "
+                    "only plain relative names inside the store are allowed"
+                )
+        candidate = self.root.joinpath(*parts)
+        self._check_inside(candidate)
+        return candidate
+
+    def _check_inside(self, candidate: Path) -> None:
+        real_root = self._real_root()
+        if candidate.exists() or candidate.is_symlink():
+            resolved = candidate.resolve()
+            if not resolved.is_relative_to(real_root):
+                raise TraceStoreError(
+                    f"refusing {candidate}: it resolves to {resolved}, outside the trace store "
+                    f"root {real_root}"
+                )
+
+    def _listing(self, folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+        found: list[Path] = []
+        for entry in sorted(folder.iterdir()):
+            if entry.name.startswith(".") or not _has_suffix(entry, suffixes):
+                continue
+            self._check_inside(entry)
+            if entry.is_file():
+                found.append(entry)
+        return found
+
+    def day_dir(self, day: date) -> Path:
+        return self.path("traces", f"date={day.isoformat()}")
+
+    def days(self) -> list[date]:
+        traces = self.path("traces")
+        if not traces.is_dir():
+            return []
+        found: list[date] = []
+        for entry in sorted(traces.iterdir()):
+            match = _DAY_DIR.match(entry.name)
+            if match and entry.is_dir():
+                self._check_inside(entry)
+                found.append(date.fromisoformat(match.group(1)))
+        return found
+
+    def trace_files(self, day: date) -> list[Path]:
+        folder = self.day_dir(day)
+        if not folder.is_dir():
+            raise MissingDayError(f"no traces for {day.isoformat()} under {folder}")
+        return self._listing(folder, TRACE_SUFFIXES)
+
+    def corpus_file(self) -> Path | None:
+        folder = self.path("corpus")
+        if not folder.is_dir():
+            return None
+        files = self._listing(folder, CORPUS_SUFFIXES)
+        if not files:
+            return None
+        # newest snapshot wins; the name breaks ties (snapshots are usually named by date)
+        return max(files, key=lambda path: (path.stat().st_mtime_ns, path.name))

@@ -1,0 +1,143 @@
+-- Per partition, segment and variant, plus one overall row per variant (segment = $overall_segment,
+-- every segment of that variant pooled): traces, annotated traces, annotation coverage, and for
+-- every metric in query_metrics (one row per metric) its mean over the annotated traces with a 95%
+-- confidence interval, its threshold and its status.
+--
+-- Interval: normal approximation, mean +- 1.96 * sd / sqrt(n) with the sample standard deviation;
+-- null when fewer than two traces were scored. Coverage: annotated / traces (null for no traces).
+-- Thresholds come from the relation metric_thresholds (segment, metric, threshold, min_annotated),
+-- registered by the caller from the configuration: a row for the segment itself wins over the
+-- default row (segment null). Status, first match:
+--   no_threshold  no threshold is configured for the metric;
+--   insufficient  fewer annotated traces than min_annotated (no verdict either way);
+--   pass / fail   mean >= threshold / mean < threshold.
+-- margin = mean - threshold (negative when failing). Parameters: $start_date, $end_date
+-- (partitions, inclusive), $overall_segment.
+
+with
+
+annotated_traces as (
+    select distinct
+        partition_date,
+        trace_id
+    from query_metrics
+    where
+        partition_date between $start_date and $end_date
+        and is_annotated
+),
+
+scoped_traces as (
+    select
+        traces.partition_date,
+        traces.segment,
+        traces.variant,
+        annotated_traces.trace_id is not null as is_annotated
+    from traces
+    left join annotated_traces
+        on
+            traces.partition_date = annotated_traces.partition_date
+            and traces.trace_id = annotated_traces.trace_id
+    where traces.partition_date between $start_date and $end_date
+),
+
+trace_counts as (
+    select
+        partition_date,
+        variant,
+        if(grouping(segment) = 1, $overall_segment, segment) as segment,
+        count(*) as traces,
+        count(*) filter (where is_annotated) as annotated_traces
+    from scoped_traces
+    group by grouping sets ((partition_date, segment, variant), (partition_date, variant))
+),
+
+day_metrics as (
+    select distinct
+        partition_date,
+        metric
+    from query_metrics
+    where partition_date between $start_date and $end_date
+),
+
+metric_stats as (
+    select
+        partition_date,
+        variant,
+        metric,
+        if(grouping(segment) = 1, $overall_segment, segment) as segment,
+        count(value) as n,
+        avg(value) as mean,
+        stddev_samp(value) as sd
+    from query_metrics
+    where
+        partition_date between $start_date and $end_date
+        and is_annotated
+        and value is not null
+    group by grouping sets (
+        (partition_date, segment, variant, metric), (partition_date, variant, metric)
+    )
+),
+
+grid as (
+    select
+        trace_counts.partition_date,
+        trace_counts.segment,
+        trace_counts.variant,
+        trace_counts.traces,
+        trace_counts.annotated_traces,
+        day_metrics.metric
+    from trace_counts
+    inner join day_metrics on trace_counts.partition_date = day_metrics.partition_date
+),
+
+with_thresholds as (
+    select
+        grid.*,
+        metric_stats.mean,
+        metric_stats.sd,
+        coalesce(metric_stats.n, 0) as n,
+        coalesce(segment_rule.threshold, default_rule.threshold) as threshold,
+        coalesce(segment_rule.min_annotated, default_rule.min_annotated, 0) as min_annotated
+    from grid
+    left join metric_stats
+        on
+            grid.partition_date = metric_stats.partition_date
+            and grid.segment = metric_stats.segment
+            and grid.variant = metric_stats.variant
+            and grid.metric = metric_stats.metric
+    left join metric_thresholds as segment_rule
+        on
+            grid.segment = segment_rule.segment
+            and grid.metric = segment_rule.metric
+    left join metric_thresholds as default_rule
+        on
+            default_rule.segment is null
+            and grid.metric = default_rule.metric
+),
+
+final as (
+    select
+        partition_date,
+        segment,
+        variant,
+        metric,
+        traces,
+        annotated_traces,
+        n,
+        mean,
+        threshold,
+        min_annotated,
+        annotated_traces / nullif(traces, 0) as coverage,
+        if(n >= 2, mean - 1.96 * sd / sqrt(n), null) as ci_low,
+        if(n >= 2, mean + 1.96 * sd / sqrt(n), null) as ci_high,
+        case
+            when threshold is null then 'no_threshold'
+            when annotated_traces < min_annotated or mean is null then 'insufficient'
+            when mean >= threshold then 'pass'
+            else 'fail'
+        end as status,
+        mean - threshold as margin
+    from with_thresholds
+)
+
+select * from final
