@@ -170,3 +170,6 @@ def summary_text(run: EvaluationRun) -> str:
         for row in run.quarantine.head(5).itertuples():
             lines.append(f"  {row.source_file}:{row.source_line}: {row.reason}")
     return "\n".join(lines)
+
+
+main.add_command(__import__("retrieval_pipeline.monitor_cli", fromlist=["monitor"]).monitor)

@@ -16,6 +16,7 @@ import dagster as dg
 
 from retrieval_pipeline.config import config_path, load_config
 from retrieval_pipeline.defs import assets, checks
+from retrieval_pipeline.defs import monitoring as live
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
@@ -54,11 +55,13 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
     path = config_path(config)
     load_config(path)  # validate now, not at the first run
     return dg.Definitions(
-        assets=ASSETS,
-        asset_checks=list(checks.ALL_CHECKS),
+        assets=[*ASSETS, live.live_retrieval_metrics],
+        asset_checks=[*checks.ALL_CHECKS, live.live_sustained_drop],
         jobs=[nightly_job],
         schedules=[nightly_schedule],
+        sensors=[live.live_monitoring_sensor],
         resources={
+            "live_monitor": live.LiveMonitorResource(),
             "trace_store": TraceStoreResource(root=_env_or(STORE_ENV, DEFAULT_STORE)),
             "warehouse": WarehouseResource(database=_env_or(DB_ENV, DEFAULT_DB)),
             "settings": PipelineSettingsResource(
