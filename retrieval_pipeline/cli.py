@@ -173,3 +173,4 @@ def summary_text(run: EvaluationRun) -> str:
 
 
 main.add_command(__import__("retrieval_pipeline.monitor_cli", fromlist=["monitor"]).monitor)
+main.add_command(__import__("retrieval_pipeline.compare_cli", fromlist=["compare"]).compare)

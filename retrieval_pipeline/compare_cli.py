@@ -1,0 +1,226 @@
+"""`retrieval-pipeline compare`: control against candidate on the same queries, from trace files.
+
+Scores TRACES exactly as `evaluate` does (same validation, quarantine and stale-label rules), then
+compares the two variants with `retrieval_pipeline.comparison` and writes the report. Only click
+and the light metric-name module are imported at start-up; the engine, pandas, scipy and
+matplotlib load when the command runs.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from retrieval_pipeline.metrics import DEFAULT_METRICS
+
+if TYPE_CHECKING:
+    from retrieval_pipeline.comparison import Comparison
+    from retrieval_pipeline.evaluation import EvaluationRun
+
+FLAGGED_EXIT_CODE = 3
+
+
+def parse_threshold(text: str) -> tuple[str | None, str, float]:
+    """`[SEGMENT:]METRIC=VALUE` -> (segment, None for every segment, metric, value); ValueError
+    when malformed."""
+    key, sep, value_text = text.rpartition("=")
+    segment, _, metric = key.rpartition(":")
+    try:
+        value = float(value_text)
+    except ValueError:
+        value = math.nan
+    if not sep or not metric.strip() or not math.isfinite(value) or not 0 <= value <= 1:
+        raise ValueError(
+            f"--threshold {text!r}: expected [SEGMENT:]METRIC=VALUE with VALUE in [0, 1], "
+            "e.g. ndcg@10=0.7 or multi_hop:ndcg@10=0.72"
+        )
+    return segment or None, metric.strip(), value
+
+
+def _printable(text: object, width: int = 24) -> str:
+    """Trace strings on a terminal: no control characters (no escape sequences), shortened."""
+    value = "".join(" " if unicodedata.category(ch).startswith("C") else ch for ch in str(text))
+    return value if len(value) <= width else value[: width - 1] + "~"
+
+
+def _num(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    value = round(value, 3) + 0.0  # -1e-17 reads 0.000, not -0.000
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
+    """What the terminal shows: the accounting, one line per cell, the flag."""
+    from retrieval_pipeline.report import segment_label
+
+    ingest = run.ingest
+    overall = comparison.coverage[-1]
+    control, candidate = _printable(comparison.control), _printable(comparison.candidate)
+    lines = [
+        f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored, "
+        f"{ingest.quarantined} quarantined; {run.labels.stale} stale labels dropped.",
+        f"{candidate} vs {control}: {overall.paired} paired queries; {overall.control_only} "
+        f"served by {control} only, {overall.candidate_only} by {candidate} only, "
+        f"{overall.shared_unpaired} by both but not annotated in both.",
+        "",
+        f"{'segment':<18}{'metric':<14}{'n':>5}{'control':>9}{'candidate':>10}{'delta':>8}"
+        f"  {'95% CI':<17}{'p Holm':>8}  verdict",
+    ]
+    for cell in comparison.cells:
+        interval = (
+            f"{_num(cell.ci_low, signed=True)}..{_num(cell.ci_high, signed=True)}"
+            if cell.ci_low is not None and cell.ci_high is not None
+            else "-"
+        )
+        p = cell.p_randomization_holm
+        lines.append(
+            f"{_printable(segment_label(cell.segment), 17):<18}{_printable(cell.metric, 13):<14}"
+            f"{cell.n:>5}{_num(cell.control_mean):>9}{_num(cell.candidate_mean):>10}"
+            f"{_num(cell.delta, signed=True):>8}  {interval:<17}"
+            f"{'-' if p is None else f'{p:.4f}':>8}  {cell.verdict}"
+        )
+    lines.append("")
+    if comparison.flagged:
+        lines.append("FLAGGED for review:")
+        lines += [f"  - {_printable(reason, 400)}" for reason in comparison.reasons]
+    else:
+        lines.append("Not flagged.")
+    return "\n".join(lines)
+
+
+@click.command("compare")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--control", required=True, help="Variant name of the control arm.")
+@click.option("--candidate", required=True, help="Variant name of the candidate arm.")
+@click.option(
+    "--metrics",
+    default=",".join(DEFAULT_METRICS),
+    show_default=True,
+    help="Comma-separated metric names (ir_measures spellings accepted).",
+)
+@click.option(
+    "--corpus",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Corpus snapshot (.parquet or .csv); labels of documents not in it are stale.",
+)
+@click.option(
+    "--gain",
+    type=click.Choice(["exponential", "linear"]),
+    default="exponential",
+    show_default=True,
+    help="nDCG gain: 2^grade - 1, or the grade (trec_eval).",
+)
+@click.option(
+    "--relevance-level",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Lowest grade that counts as relevant.",
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Significance level of the Holm-adjusted randomization test.",
+)
+@click.option(
+    "--guard",
+    "guards",
+    multiple=True,
+    metavar="METRIC",
+    help="Flag the experiment when the candidate is significantly worse on METRIC (repeatable).",
+)
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="[SEGMENT:]METRIC=VALUE",
+    help="Flag when the candidate's mean falls below VALUE where control's does not; for every "
+    "segment, or only SEGMENT (repeatable).",
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Report file: .html (self-contained), .md or .json.",
+)
+@click.option(
+    "--min-annotated",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Annotated traces each arm needs in a segment before a threshold is judged there.",
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--n-resamples",
+    type=click.IntRange(min=1),
+    default=9999,
+    show_default=True,
+    help="Bootstrap and randomization resamples per cell.",
+)
+@click.option(
+    "--fail-on-flag",
+    is_flag=True,
+    help=f"Exit with status {FLAGGED_EXIT_CODE} when the experiment is flagged.",
+)
+@click.pass_context
+def compare(
+    ctx: click.Context,
+    traces: tuple[Path, ...],
+    control: str,
+    candidate: str,
+    metrics: str,
+    corpus: Path | None,
+    gain: str,
+    relevance_level: float,
+    alpha: float,
+    guards: tuple[str, ...],
+    thresholds: tuple[str, ...],
+    output: Path | None,
+    min_annotated: int,
+    seed: int,
+    n_resamples: int,
+    fail_on_flag: bool,
+) -> None:
+    """Compare variant CANDIDATE with CONTROL on TRACES (files or directories), per segment."""
+    from retrieval_pipeline.comparison import ALL_SEGMENTS, ComparisonSettings, compare_variants
+    from retrieval_pipeline.evaluation import run_evaluation
+    from retrieval_pipeline.html_report import report_format, write_comparison_report
+    from retrieval_pipeline.metrics import MetricConfigError
+    from retrieval_pipeline.readers import TraceFileError
+
+    try:
+        if output is not None:
+            report_format(output)
+        limits: dict[str, dict[str, float]] = {}
+        for text in thresholds:
+            segment, metric, value = parse_threshold(text)
+            limits.setdefault(segment or ALL_SEGMENTS, {})[metric] = value
+        guarded = [name for item in guards for name in item.split(",") if name.strip()]
+        settings = ComparisonSettings(
+            alpha=alpha,
+            guarded_metrics=tuple(guarded),
+            thresholds=limits,
+            n_resamples=n_resamples,
+            seed=seed,
+            min_annotated_traces=min_annotated,
+        )
+        run = run_evaluation(list(traces), metrics, corpus, gain, relevance_level)
+        comparison = compare_variants(run.per_query, control, candidate, settings)
+    except (MetricConfigError, TraceFileError, ValueError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+    if output is not None:
+        write_comparison_report(comparison, output)
+    click.echo(summary_text(run, comparison))
+    if output is not None:
+        click.echo(f"Report written to {output}.")
+    if comparison.flagged and fail_on_flag:
+        ctx.exit(FLAGGED_EXIT_CODE)

@@ -1,0 +1,234 @@
+"""The reports: trace strings escaped, self-contained HTML, charts, Markdown, JSON, a browser."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from retrieval_pipeline import html_report
+from retrieval_pipeline.comparison import Comparison, ComparisonSettings, compare_variants
+from retrieval_pipeline.nightly import OVERALL_SEGMENT
+
+HOSTILE = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+# an unbalanced or invalid $...$ would make matplotlib's mathtext parser raise
+MATHTEXT = r"cost $\frac{1}{ $x"
+CONTROL, CANDIDATE = 'ctl"><b>x', "<i>c&d"
+
+
+def comparison(
+    segment: str = HOSTILE,
+    control: str = CONTROL,
+    candidate: str = CANDIDATE,
+    metrics: tuple[str, ...] = ("ndcg@10", "mrr"),
+) -> Comparison:
+    rng = np.random.default_rng(1)
+    rows = []
+    for name, shift in ((segment, -0.15), (MATHTEXT, 0.0)):
+        for i in range(12):
+            base = float(rng.uniform(0.5, 0.9))
+            rows.append(
+                {
+                    "query_id": f"{name}{i}",
+                    "segment": name,
+                    "variant": control,
+                    "ndcg@10": base,
+                    "mrr": base,
+                }
+            )
+            rows.append(
+                {
+                    "query_id": f"{name}{i}",
+                    "segment": name,
+                    "variant": candidate,
+                    "ndcg@10": base + shift + float(rng.normal(0, 0.02)),
+                    "mrr": base,
+                }
+            )
+    settings = ComparisonSettings(
+        guarded_metrics=("ndcg@10",),
+        thresholds={"*": {"ndcg@10": 0.6}},
+        n_resamples=499,
+        min_annotated_traces=5,
+    )
+    return compare_variants(pd.DataFrame(rows), control, candidate, settings, list(metrics))
+
+
+def esc_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def svgs(page: str) -> list[str]:
+    found = re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', page)
+    return [base64.b64decode(item).decode("utf-8") for item in found]
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Comparison:
+    return comparison()
+
+
+@pytest.fixture(scope="module")
+def page(hostile: Comparison) -> str:
+    return html_report.comparison_html(hostile)
+
+
+def test_html_escapes_a_hostile_segment_name(hostile: Comparison, page: str) -> None:
+    assert hostile.flagged  # so the reasons (which name the segment) are on the page too
+    assert HOSTILE not in page
+    assert ESCAPED in page
+    assert "<script" not in page.lower()
+
+
+def test_hostile_variant_names_are_escaped_too(page: str) -> None:
+    assert "<b>x" not in page and "<i>c" not in page
+    assert "ctl&quot;&gt;&lt;b&gt;x" in page and "&lt;i&gt;c&amp;d" in page
+
+
+def test_the_page_is_self_contained(page: str) -> None:
+    images = svgs(page)
+    assert len(images) == 3  # bars, forest plot, coverage
+    outside = re.findall(r'(?:src|href)="(?!data:)', page)
+    assert outside == []
+    assert "<link" not in page and "@import" not in page
+    assert "default-src 'none'" in page  # the CSP forbids scripts and fetches
+
+
+def test_chart_svgs_hold_no_markup_from_trace_data(page: str) -> None:
+    for svg in svgs(page):
+        assert "<script" not in svg.lower()
+        assert HOSTILE not in svg
+    assert any("&lt;script&gt;alert(1)" in svg for svg in svgs(page))  # as escaped text
+
+
+def test_mathtext_in_names_is_drawn_literally(page: str) -> None:
+    assert esc_text(MATHTEXT) in page  # the page rendered: no mathtext error
+    assert html_report.chart_label("a$b\x1b[31m") == r"a\$b [31m"
+
+
+def test_markdown_escapes_cell_breaks_code_and_tags() -> None:
+    text = html_report.comparison_markdown(comparison(segment="a|b`c<d>"))
+    assert "a\\|b\\`c&lt;d&gt;" in text
+    assert "<d>" not in text
+    header = next(line for line in text.splitlines() if line.startswith("| segment | metric"))
+    row = next(line for line in text.splitlines() if line.startswith("| a\\|b"))
+    cells = lambda line: len(re.split(r"(?<!\\)\|", line))  # noqa: E731
+    assert cells(row) == cells(header)
+
+
+def test_json_is_the_data_as_it_is(hostile: Comparison) -> None:
+    data = json.loads(html_report.comparison_json(hostile))
+    assert data["segments"] == [HOSTILE, MATHTEXT, OVERALL_SEGMENT]
+    assert data["flagged"] is True and data["reasons"] == list(hostile.reasons)
+    assert len(data["cells"]) == 6
+    assert data["cells"][0]["segment"] == HOSTILE and data["cells"][0]["verdict"] == "worse"
+    assert data["settings"]["verdict_rule"].startswith("Holm-adjusted")
+
+
+def test_render_table_escapes_and_formats() -> None:
+    frame = pd.DataFrame({"name": [HOSTILE, None], "value": [0.12345, float("nan")], "n": [3, 4]})
+    table = html_report.render_table(frame, headers={"value": "<v>"})
+    assert HOSTILE not in table and ESCAPED in table
+    assert "&lt;v&gt;" in table
+    assert "<td>0.123</td>" in table and "<td>-</td>" in table and "<td>3</td>" in table
+
+
+def trend_rows(days: int) -> pd.DataFrame:
+    start = date(2026, 1, 1)
+    rows = [
+        {
+            "partition_date": start + timedelta(days=d),
+            "segment": segment,
+            "variant": variant,
+            "metric": metric,
+            "value": 0.7 + 0.001 * d,
+        }
+        for d in range(days)
+        for segment in (HOSTILE, OVERALL_SEGMENT)
+        for variant in ("control", "candidate")
+        for metric in ("ndcg@10", "mrr")
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_trend_shows_the_last_n_partitions_per_segment_and_metric() -> None:
+    figure = html_report.trend_figure(
+        trend_rows(40), last_n=30, thresholds={"*": {"ndcg@10": 0.72}}
+    )
+    assert figure is not None
+    axes = figure.get_axes()
+    assert len(axes) == 4  # 2 segments x 2 metrics
+    points = [np.asarray(line.get_xdata()).size for line in axes[0].get_lines()]
+    assert sorted(points)[-2:] == [30, 30]  # one line per variant; the threshold line is short
+    assert axes[0].get_title().endswith("ndcg@10")
+    assert axes[-1].get_title() == "all segments · mrr"
+    section = html_report.trend_section(trend_rows(3), metrics=["ndcg@10"], title=HOSTILE)
+    assert HOSTILE not in section and ESCAPED in section and len(svgs(section)) == 1
+    empty = html_report.trend_section(trend_rows(0).reindex(columns=trend_rows(1).columns))
+    assert "No partitions" in empty
+
+
+def test_reports_written_by_extension(hostile: Comparison, page: str, tmp_path: Path) -> None:
+    for suffix in (".html", ".md", ".json"):
+        html_report.write_comparison_report(hostile, tmp_path / f"report{suffix}")
+    # the same bytes for the same comparison: no dates, fixed SVG ids
+    assert (tmp_path / "report.html").read_text(encoding="utf-8") == page
+    assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["flagged"]
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert markdown.startswith('# &lt;i&gt;c&amp;d vs ctl"&gt;&lt;b&gt;x\n')
+    with pytest.raises(ValueError, match=r"unknown report format \.txt"):
+        html_report.write_comparison_report(hostile, tmp_path / "report.txt")
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_the_page_renders_in_headless_chromium(page: str, tmp_path: Path) -> None:
+    from PIL import Image
+
+    report = tmp_path / "report.html"
+    report.write_text(page, encoding="utf-8")
+    shot = tmp_path / "shot.png"
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    assert CHROMIUM is not None
+    done = subprocess.run(
+        [CHROMIUM, *flags, "--window-size=1200,2400", f"--screenshot={shot}", report.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    with Image.open(shot) as image:
+        assert image.size == (1200, 2400)
+        colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
+    assert colours is not None and len(colours) > 50  # text, charts: not a blank page
+    # what the browser parsed: no script element, the hostile name as text
+    dom = subprocess.run(
+        [CHROMIUM, *flags, "--dump-dom", report.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<script" not in dom.stdout.lower()
+    assert ESCAPED in dom.stdout
