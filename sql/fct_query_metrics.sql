@@ -92,7 +92,7 @@ per_trace as (
 ),
 
 cutoffs as (
-    select unnest($cutoffs::integer []) as k
+    select unnest($cutoffs::integer []) as k  -- noqa: LT01
     union all
     select null as k
 ),
@@ -120,12 +120,14 @@ scored as (
             0
         ) as dcg,
         coalesce(
-            list_sum(list_transform(ideal_gains[1:depth], lambda g, i: g / log2(i + 1))),
+            list_sum(
+                list_transform(ideal_gains[1:depth], lambda g, i: g / log2(i + 1))  -- noqa: LT01
+            ),
             0
         ) as ideal_dcg,
         coalesce(
             list_sum(
-                list_transform(
+                list_transform(  -- noqa: LT01
                     rel_ranks, lambda r, j: case when r <= depth then j / r else 0 end
                 )
             ),
@@ -144,7 +146,7 @@ values_by_family as (
         is_annotated,
         n_relevant,
         k,
-        unnest(
+        unnest(  -- noqa: AL03
             [
                 struct_pack(family := 'ndcg', value := coalesce(dcg / nullif(ideal_dcg, 0), 0)),
                 struct_pack(family := 'precision', value := hits / depth),

@@ -12,7 +12,8 @@ trace_labels as (
         traces.partition_date,
         traces.trace_id,
         traces.served_at,
-        unnest(traces.labels, recursive := true)
+        -- the struct list expands into its fields, doc_id and grade
+        unnest(traces.labels, recursive := true)  -- noqa: AL03
     from traces
     where traces.partition_date between $start_date and $end_date
 ),
