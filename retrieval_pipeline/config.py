@@ -99,6 +99,33 @@ class BaselineConfig(_Section):
         return day - timedelta(days=self.trailing_days), day - timedelta(days=1)
 
 
+class ComparisonConfig(_Section):
+    """The `variant_comparison` asset: which two variants, over which days, and how it decides.
+
+    The window of a partition day is that day and the `lookback_days - 1` days before it.
+    `guarded_metrics` left unset follows the headline metrics (see `PipelineConfig`)."""
+
+    control: str = Field(default="control", min_length=1, strict=True)
+    candidate: str = Field(default="candidate", min_length=1, strict=True)
+    lookback_days: int = Field(default=7, ge=1, strict=True)
+    alpha: float = Field(default=0.05, gt=0, lt=1, strict=True)
+    guarded_metrics: tuple[MetricName, ...] = DEFAULT_HEADLINE_METRICS
+    n_resamples: int = Field(default=9999, ge=1, strict=True)
+    seed: int = Field(default=0, ge=0, strict=True)
+
+    @model_validator(mode="after")
+    def _two_variants(self) -> ComparisonConfig:
+        if self.control == self.candidate:
+            raise ValueError(
+                f"control and candidate must be different variants, both are {self.control!r}"
+            )
+        return self
+
+    def window(self, day: date) -> tuple[date, date]:
+        """The days compared for partition `day`, first and last inclusive."""
+        return day - timedelta(days=self.lookback_days - 1), day
+
+
 class PipelineConfig(_Section):
     """The whole file. Metric names are stored in their canonical spelling (`ndcg@10`)."""
 
@@ -112,6 +139,7 @@ class PipelineConfig(_Section):
     segment_thresholds: dict[str, dict[MetricName, UnitFloat]] = Field(default_factory=dict)
     checks: ChecksConfig = Field(default_factory=ChecksConfig)
     baseline: BaselineConfig = Field(default_factory=BaselineConfig)
+    comparison: ComparisonConfig = Field(default_factory=ComparisonConfig)
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -128,10 +156,13 @@ class PipelineConfig(_Section):
         if "headline_metrics" not in self.model_fields_set:
             kept = tuple(m for m in DEFAULT_HEADLINE_METRICS if m in self.metrics)
             self.headline_metrics = kept or self.metrics[:1]
+        if "guarded_metrics" not in self.comparison.model_fields_set:
+            self.comparison.guarded_metrics = self.headline_metrics
         problems: list[str] = []
         named: list[tuple[str, Sequence[str]]] = [
             ("thresholds", list(self.thresholds)),
             ("headline_metrics", list(self.headline_metrics)),
+            ("comparison.guarded_metrics", list(self.comparison.guarded_metrics)),
         ]
         named += [(f"segment_thresholds.{s}", list(t)) for s, t in self.segment_thresholds.items()]
         for where, names in named:
@@ -180,6 +211,7 @@ _SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
     (): PipelineConfig,
     ("checks",): ChecksConfig,
     ("baseline",): BaselineConfig,
+    ("comparison",): ComparisonConfig,
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 

@@ -17,6 +17,7 @@ from typing import TypeAlias
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from retrieval_pipeline import readers
 from retrieval_pipeline.metrics import Gain, Metric, check_gain, check_relevance_level
@@ -34,6 +35,8 @@ class IngestCounts:
     valid: int
     quarantined: int
     duplicate_ids_dropped: int
+    # valid records kept under the store's day although their timestamp is on another UTC day
+    outside_day: int = 0
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,18 @@ def _rows_as_raw(
     """Parquet or DataFrame rows as JSON text, so one set of rules validates every input."""
     if "__source_row" in rows.column_names:
         raise readers.TraceFileError(f"{source_file}: column name __source_row is reserved")
+    rows = readers.struct_scores_as_json(rows)
+    try:
+        return _rows_as_json(conn, rows, source_file, file_order)
+    except duckdb.InvalidInputException as exc:
+        if "duplicate key" not in str(exc):
+            raise
+        return _rows_as_json(conn, readers.maps_as_json(rows), source_file, file_order)
+
+
+def _rows_as_json(
+    conn: duckdb.DuckDBPyConnection, rows: pa.Table, source_file: str, file_order: int
+) -> pa.Table:
     numbered = rows.append_column("__source_row", pa.array(range(1, rows.num_rows + 1)))
     with registered(conn, "raw_rows", numbered):
         raw = conn.sql(
@@ -173,8 +188,9 @@ def ingest_traces(
     """Validate records into `traces`, the rest into `quarantine`.
 
     With `partition_date` (the trace store's day) every record is stored under that date and that
-    date is replaced; without, each record goes under the UTC date of its own timestamp and every
-    date present is replaced.
+    date is replaced; the store's day is authoritative, so a valid record whose timestamp falls on
+    another UTC day is kept there and counted (`outside_day`). Without, each record goes under the
+    UTC date of its own timestamp and every date present is replaced.
     """
     raw, n_files = _raw_records(conn, source)
     with registered(conn, "raw_records", raw):
@@ -198,6 +214,9 @@ def ingest_traces(
             _delete_and_insert(conn, "traces", dates, "int_valid_traces")
             _delete_and_insert(conn, "quarantine", dates, "int_quarantined_records")
         row = conn.execute(load_sql("agg_ingest_counts")).fetchone()
+        outside = conn.execute(
+            "select count(*) from stg_trace_records where outside_partition_day"
+        ).fetchone()
     finally:
         conn.execute("drop table if exists stg_trace_records")
     read, valid, duplicates = row if row else (0, 0, 0)
@@ -207,6 +226,7 @@ def ingest_traces(
         valid=int(valid),
         quarantined=int(read) - int(valid),
         duplicate_ids_dropped=int(duplicates),
+        outside_day=int(outside[0]) if outside else 0,
     )
 
 
@@ -283,13 +303,14 @@ def query_metrics_wide(
         "n_relevant",
         "n_stale_labels",
     ]
-    long = conn.execute(load_sql("rpt_query_metrics"), {"start_date": start, "end_date": end}).df()
     names = [m.name for m in metrics]
-    if long.empty:
+    params = {"start_date": start, "end_date": end, "metric_names": names}
+    conn.complete()  # DuckDB 2.0: no new query while an earlier execute() has unread rows
+    table = conn.sql(load_sql("rpt_query_metrics"), params=params).to_arrow_table()
+    if table.num_rows == 0:
         return pd.DataFrame(columns=columns + names)
-    values = long.pivot(index="trace_order", columns="metric", values="value")
-    wide = long.drop_duplicates("trace_order").set_index("trace_order")[columns].join(values)
-    for name in names:
-        if name not in wide.columns:
-            wide[name] = float("nan")
-    return wide.reset_index(drop=True)[columns + names]
+    values = table.column("metric_values")
+    wide = {column: table.column(column) for column in columns}
+    for i, name in enumerate(names):
+        wide[name] = pc.list_element(values, i).cast(pa.float64())
+    return pa.table(wide).to_pandas()

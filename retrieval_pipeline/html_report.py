@@ -1,11 +1,15 @@
 """Reports for eyes and for programs: self-contained HTML, Markdown and JSON.
 
-Pure: a `comparison.Comparison` (or a DataFrame) in, text out; no DuckDB, no Dagster.
+Pure: a `comparison.Comparison`, a `report.RegressionReport` (or a DataFrame) in, text out;
+no DuckDB, no Dagster.
 
 - `comparison_html`, `comparison_markdown`, `comparison_json`: the A/B comparison report
   (`write_comparison_report` picks one by the file's extension).
-- `trend_section`, `render_table` and `html_page`: the pieces the regression report reuses (the
-  trend of each headline metric per segment over the last N partitions, a table, the page).
+- `regression_html`: the nightly regression report of one partition (misses in words, bars of
+  each headline metric per segment against the thresholds, the trend over the last 30
+  partitions, coverage, the full table); `notice_html` / `notice_markdown`: a page in words.
+- `trend_section`, `render_table` and `html_page`: the pieces both reports use (the trend of each
+  headline metric per segment over the last N partitions, a table, the page).
 
 Charts are drawn with matplotlib's object API (a `Figure`, no pyplot and no global backend: Agg
 for raster, the SVG backend here), saved as SVG and embedded as base64 `data:` images: the page
@@ -24,7 +28,7 @@ import io
 import json
 import math
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.artist import Artist
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.dates import ConciseDateFormatter, DayLocator
 from matplotlib.figure import Figure
 
 from retrieval_pipeline.comparison import (
@@ -42,7 +46,7 @@ from retrieval_pipeline.comparison import (
     threshold_for,
 )
 from retrieval_pipeline.nightly import OVERALL_SEGMENT
-from retrieval_pipeline.report import escape_markdown, segment_label
+from retrieval_pipeline.report import RegressionReport, escape_markdown, segment_label
 
 MISSING = "-"
 REPORT_SUFFIXES = (".html", ".md", ".json")
@@ -200,12 +204,14 @@ def trend_figure(
     last_n: int = 30,
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     value_column: str = "value",
+    colours: Mapping[str, Any] | None = None,
 ) -> Figure | None:
     """Small multiples, one row per segment and one column per metric: each variant's value over
     the last `last_n` partitions present, with the threshold as a dashed line. None when empty.
 
     `frame`: partition_date, segment, variant, metric and `value_column` (e.g. the pipeline's
-    `segment_metrics` with `value_column="mean"`); `thresholds` as in `ComparisonSettings`."""
+    `segment_metrics` with `value_column="mean"`); `thresholds` as in `ComparisonSettings`;
+    `colours` by variant (default: tab10 in sorted order, as `variant_colours`)."""
     missing = [
         c
         for c in ("partition_date", "segment", "variant", "metric", value_column)
@@ -224,14 +230,16 @@ def trend_figure(
     chosen = [m for m in chosen if (data["metric"] == m).any()]
     segments = _segment_order(data["segment"])
     variants = sorted(str(v) for v in pd.unique(data["variant"]))
-    palette = matplotlib.colormaps["tab10"]
+    palette = {**variant_colours(variants), **(colours or {})}
+    # one tick per day at most: a short history must not be labelled with hours
+    day_step = max(1, math.ceil((max(days) - min(days)).days / 6))
     figure = _new_figure(3.8 * len(chosen) + 0.8, 1.9 * len(segments) + 0.8)
     axes = figure.subplots(len(segments), len(chosen), squeeze=False, sharex=True)
     for row, segment in enumerate(segments):
         for col, metric in enumerate(chosen):
             ax = axes[row][col]
             cell = data[(data["segment"].astype(str) == segment) & (data["metric"] == metric)]
-            for index, variant in enumerate(variants):
+            for variant in variants:
                 line = cell[cell["variant"].astype(str) == variant].sort_values("partition_date")
                 if line.empty:
                     continue
@@ -241,7 +249,7 @@ def trend_figure(
                     marker="o",
                     markersize=3,
                     linewidth=1.3,
-                    color=palette(index % 10),
+                    color=palette[variant],
                     label=chart_label(variant, 24),
                 )
             limit = threshold_for(thresholds or {}, segment, metric)
@@ -249,7 +257,7 @@ def trend_figure(
                 ax.axhline(limit, color="#C62828", linestyle="--", linewidth=1)
             ax.set_title(chart_label(f"{segment_label(segment)} · {metric}", 60), fontsize=9)
             ax.grid(True, alpha=0.3)
-            locator = AutoDateLocator(maxticks=6)
+            locator = DayLocator(interval=day_step)
             ax.xaxis.set_major_locator(locator)
             ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -265,9 +273,10 @@ def trend_section(
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     value_column: str = "value",
     title: str = "Trend",
+    colours: Mapping[str, Any] | None = None,
 ) -> str:
     """An HTML section with `trend_figure` (or a note that there is nothing to draw)."""
-    figure = trend_figure(frame, metrics, last_n, thresholds, value_column)
+    figure = trend_figure(frame, metrics, last_n, thresholds, value_column, colours)
     heading = f"<h2>{esc(title)}</h2>"
     if figure is None:
         return f'<section>{heading}<p class="muted">No partitions to show.</p></section>'
@@ -277,6 +286,11 @@ def trend_section(
 
 
 # --- the comparison charts -------------------------------------------------------------------
+
+
+def arm_colours(control: str, candidate: str) -> dict[str, str]:
+    """The comparison charts' colours of the two arms, for a trend drawn beside them."""
+    return {control: _ARM_COLOURS[0], candidate: _ARM_COLOURS[1]}
 
 
 def _err(mean: float | None, low: float | None, high: float | None) -> tuple[float, float] | None:
@@ -527,13 +541,21 @@ def _method_text(comparison: Comparison) -> str:
     )
 
 
-def comparison_html(comparison: Comparison, title: str | None = None) -> str:
-    """The comparison report as one self-contained HTML page."""
+def comparison_html(
+    comparison: Comparison,
+    title: str | None = None,
+    note: str | None = None,
+    extra_sections: Sequence[str] = (),
+) -> str:
+    """The comparison report as one self-contained HTML page; `note` (plain text, escaped) says
+    what was compared (e.g. the window), `extra_sections` (trusted HTML, e.g. `trend_section`)
+    follow the coverage."""
     heading = title or f"{comparison.candidate} vs {comparison.control}"
     intro = (
         f"<p>Candidate <strong>{esc(comparison.candidate)}</strong> against control "
         f"<strong>{esc(comparison.control)}</strong>.</p>"
-        f'<p class="muted">{esc(_method_text(comparison))}</p>'
+        + (f"<p>{esc(note)}</p>" if note else "")
+        + f'<p class="muted">{esc(_method_text(comparison))}</p>'
     )
     coverage = _coverage_frame(comparison)
     sections = [
@@ -561,6 +583,7 @@ def comparison_html(comparison: Comparison, title: str | None = None) -> str:
             headers={c: c.replace("_", " ") for c in coverage.columns},
         )
         + "</section>",
+        *extra_sections,
     ]
     return html_page(heading, sections)
 
@@ -572,11 +595,13 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[s
     return lines
 
 
-def comparison_markdown(comparison: Comparison) -> str:
-    """The comparison report in Markdown (trace strings escaped: no HTML, no cell breaks)."""
+def comparison_markdown(comparison: Comparison, note: str | None = None) -> str:
+    """The comparison report in Markdown (trace strings escaped: no HTML, no cell breaks);
+    `note` says what was compared, as in `comparison_html`."""
     lines = [
         f"# {escape_markdown(comparison.candidate)} vs {escape_markdown(comparison.control)}",
         "",
+        *([escape_markdown(note), ""] if note else []),
         escape_markdown(_method_text(comparison)),
         "",
     ]
@@ -633,6 +658,294 @@ def report_format(path: Path) -> str:
 def write_comparison_report(comparison: Comparison, path: Path) -> None:
     """Write the HTML, Markdown or JSON report, chosen by `path`'s extension."""
     suffix = report_format(path)
-    renderers = {".html": comparison_html, ".md": comparison_markdown, ".json": comparison_json}
+    renderers: dict[str, Callable[[Comparison], str]] = {
+        ".html": comparison_html,
+        ".md": comparison_markdown,
+        ".json": comparison_json,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(renderers[suffix](comparison), encoding="utf-8")
+
+
+def notice_html(title: str, lines: Sequence[str]) -> str:
+    """A page that says one thing in words (e.g. that no comparison was possible); escaped."""
+    body = "".join(f"<p>{esc(line)}</p>" for line in lines)
+    return html_page(title, [f'<div class="flag">{body}</div>'])
+
+
+def notice_markdown(title: str, lines: Sequence[str]) -> str:
+    """`notice_html` in Markdown."""
+    return "\n\n".join([f"# {escape_markdown(title)}", *map(escape_markdown, lines)]) + "\n"
+
+
+# --- the nightly regression report -----------------------------------------------------------
+
+
+def _float(value: object) -> float | None:
+    """A finite number, or None (None, NaN, pd.NA, text)."""
+    if value is None or isinstance(value, bool) or value is pd.NA:
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def variant_colours(variants: Iterable[str]) -> dict[str, Any]:
+    """Each variant's colour: tab10 in sorted order, as `trend_figure` draws them."""
+    palette = matplotlib.colormaps["tab10"]
+    return {name: palette(index % 10) for index, name in enumerate(sorted(variants))}
+
+
+def _records_by_key(rows: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {
+        (str(r["segment"]), str(r["variant"]), str(r["metric"])): r
+        for r in rows.to_dict(orient="records")
+    }
+
+
+def regression_bars_figure(rows: pd.DataFrame, metrics: Sequence[str]) -> Figure | None:
+    """One panel per metric: each segment's mean per variant (the day's `regression_report`
+    rows) with its 95% interval, the segment's threshold as a red dashed line, failing bars
+    hatched and outlined red. None when no row holds one of `metrics`."""
+    data = rows[rows["metric"].isin(list(metrics))]
+    if data.empty:
+        return None
+    chosen = [m for m in metrics if (data["metric"] == m).any()]
+    segments = _segment_order(data["segment"])
+    variants = sorted(str(v) for v in pd.unique(data["variant"]))
+    colours = variant_colours(variants)
+    by_key = _records_by_key(data)
+    width = 0.8 / len(variants)
+    figure = _new_figure(
+        max(6.0, 0.45 * len(segments) * len(variants) + 2.0), 2.4 * len(chosen) + 0.8
+    )
+    axes = figure.subplots(len(chosen), 1, squeeze=False, sharex=True)
+    for row, metric in enumerate(chosen):
+        ax = axes[row][0]
+        for index, segment in enumerate(segments):
+            limit: float | None = None
+            for arm, variant in enumerate(variants):
+                record = by_key.get((segment, variant, metric))
+                if record is None:
+                    continue
+                limit = limit if limit is not None else _float(record.get("threshold"))
+                mean = _float(record.get("mean"))
+                if mean is None:
+                    continue
+                x = index + (arm - (len(variants) - 1) / 2) * width
+                failing = record.get("status") == "fail"
+                ax.bar(
+                    x,
+                    mean,
+                    width * 0.95,
+                    color=colours[variant],
+                    label=chart_label(variant, 24),
+                    hatch="//" if failing else None,
+                    edgecolor="#C62828" if failing else colours[variant],
+                    linewidth=1.6 if failing else 0.0,
+                )
+                err = _err(mean, _float(record.get("ci_low")), _float(record.get("ci_high")))
+                if err is not None:
+                    ax.errorbar(x, mean, yerr=[[err[0]], [err[1]]], color="#212121", capsize=3)
+            if limit is not None:
+                ax.hlines(
+                    limit, index - 0.45, index + 0.45, colors="#C62828", linestyles="--", lw=1.2
+                )
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel(chart_label(metric, 20))
+        ax.grid(True, axis="y", alpha=0.3)
+    bottom = axes[-1][0]
+    bottom.set_xticks(range(len(segments)))
+    bottom.set_xticklabels([chart_label(segment_label(s), 18) for s in segments], rotation=20)
+    unique: dict[str, Artist] = {}
+    for ax_row in axes:
+        handles, labels = ax_row[0].get_legend_handles_labels()
+        unique.update(zip(labels, handles, strict=True))
+    if unique:
+        figure.legend(
+            list(unique.values()),
+            list(unique.keys()),
+            loc="outside upper center",
+            ncols=min(len(unique), 6),
+        )
+    return figure
+
+
+def _coverage_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per segment and variant (overall last): traces, annotated traces, coverage."""
+    columns = ["segment", "variant", "traces", "annotated_traces", "coverage"]
+    groups = rows.drop_duplicates(["segment", "variant"])[columns]
+    order = {name: i for i, name in enumerate(_segment_order(groups["segment"]))}
+    keyed = groups.assign(_order=[order[str(s)] for s in groups["segment"]])
+    return keyed.sort_values(["_order", "variant"]).drop(columns="_order").reset_index(drop=True)
+
+
+def regression_coverage_figure(rows: pd.DataFrame, min_coverage: float | None = None) -> Figure:
+    """Annotation coverage per segment and variant, with the configured minimum dashed."""
+    coverage = _coverage_rows(rows)
+    segments = _segment_order(coverage["segment"])
+    variants = sorted(str(v) for v in pd.unique(coverage["variant"]))
+    colours = variant_colours(variants)
+    by_key = {(str(r["segment"]), str(r["variant"])): r for r in coverage.to_dict("records")}
+    height = 0.8 / max(len(variants), 1)
+    figure = _new_figure(7.0, 0.3 * len(segments) * max(len(variants), 1) + 1.4)
+    ax = figure.subplots()
+    for index, segment in enumerate(segments):
+        y = len(segments) - 1 - index
+        for arm, variant in enumerate(variants):
+            record = by_key.get((segment, variant))
+            value = _float(record.get("coverage")) if record else None
+            if value is None:
+                continue
+            offset = ((len(variants) - 1) / 2 - arm) * height
+            ax.barh(
+                y + offset,
+                value,
+                height * 0.95,
+                color=colours[variant],
+                label=chart_label(variant, 24),
+            )
+    if min_coverage is not None:
+        ax.axvline(min_coverage, color="#C62828", linestyle="--", linewidth=1.2)
+    ax.set_yticks(range(len(segments)))
+    ax.set_yticklabels([chart_label(segment_label(s), 30) for s in reversed(segments)])
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of traces annotated")
+    ax.grid(True, axis="x", alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    if unique:
+        figure.legend(
+            list(unique.values()), list(unique.keys()), loc="outside lower center", ncols=4
+        )
+    return figure
+
+
+def _misses_html(rows: pd.DataFrame, words: Sequence[str]) -> str:
+    short = rows[rows["status"] == "insufficient"].drop_duplicates(["segment", "variant"])
+    insufficient = [
+        f"{segment_label(str(r['segment']))} / {r['variant']} ({int(r['annotated_traces'])} "
+        f"annotated < {int(r['min_annotated'])})"
+        for r in short.to_dict(orient="records")
+    ]
+    note = (
+        f'<p class="muted">Not enough annotated traces for a verdict: '
+        f"{esc('; '.join(insufficient))}.</p>"
+        if insufficient
+        else ""
+    )
+    if not words:
+        return f'<div class="ok"><strong>No threshold misses.</strong></div>{note}'
+    count = len(words)
+    items = "".join(f"<li>{esc(text)}</li>" for text in words)
+    noun = "miss" if count == 1 else "misses"
+    heading = f"<strong>{count} threshold {noun}:</strong>"
+    return f'<div class="flag">{heading}<ul>{items}</ul></div>{note}'
+
+
+def _regression_table(rows: pd.DataFrame) -> pd.DataFrame:
+    def interval(record: Mapping[str, Any]) -> str:
+        low, high = _float(record.get("ci_low")), _float(record.get("ci_high"))
+        return MISSING if low is None or high is None else f"{_number(low)} .. {_number(high)}"
+
+    records = rows.to_dict(orient="records")
+    return pd.DataFrame(
+        {
+            "segment": [segment_label(str(r["segment"])) for r in records],
+            "variant": [str(r["variant"]) for r in records],
+            "metric": [str(r["metric"]) for r in records],
+            "value": [_float(r.get("mean")) for r in records],
+            "ci": [interval(r) for r in records],
+            "baseline": [_float(r.get("baseline")) for r in records],
+            "delta": [_number(r.get("delta"), signed=True) for r in records],
+            "threshold": [_float(r.get("threshold")) for r in records],
+            "status": [str(r["status"]).replace("_", " ") for r in records],
+            "margin": [_number(r.get("margin"), signed=True) for r in records],
+            "annotated": [f"{int(r['annotated_traces'])} / {int(r['traces'])}" for r in records],
+        },
+    ).astype({"value": float, "baseline": float, "threshold": float})
+
+
+_REGRESSION_HEADERS = {
+    "ci": f"{CONFIDENCE_LEVEL:.0%} CI",
+    "annotated": "annotated / traces",
+}
+
+
+def regression_html(
+    report: RegressionReport,
+    trend: pd.DataFrame | None = None,
+    thresholds: Mapping[str, Mapping[str, float]] | None = None,
+    min_coverage: float | None = None,
+    last_n: int = 30,
+) -> str:
+    """The nightly regression report of one partition as a self-contained HTML page: the misses
+    in words, per-segment bars of each headline metric with 95% intervals against the threshold
+    lines, the trend of each headline metric per segment over the last `last_n` partitions,
+    the annotation coverage per segment, and the full table.
+
+    `trend`: `segment_metrics` rows of recent partitions (see `trend.read_segment_trend`);
+    `thresholds` as in `ComparisonSettings` (`trend.config_thresholds(config)`), for the trend's
+    threshold lines; `min_coverage`, the coverage check's minimum, drawn on the coverage chart."""
+    day = report.partition.isoformat()
+    rows = report.rows
+    metrics = list(report.headline_metrics) or (
+        [str(m) for m in pd.unique(rows["metric"])] if report.has_data else []
+    )
+    sections: list[str] = []
+    if report.has_data:
+        sections.append(
+            f"<p>Baseline: {esc(report.baseline_text)}, {report.baseline_days_with_data()} "
+            "day(s) with data.</p>" + _misses_html(rows, [m.words() for m in report.misses])
+        )
+        bars = regression_bars_figure(rows, metrics)
+        if bars is not None:
+            sections.append(
+                "<section><h2>Headline metrics per segment</h2>"
+                + figure_html(
+                    bars,
+                    "headline metrics per segment and variant",
+                    f"Each variant's mean over the day's annotated traces with its "
+                    f"{CONFIDENCE_LEVEL:.0%} interval; dashed red: the segment's threshold; "
+                    "hatched, outlined red: below it.",
+                )
+                + "</section>"
+            )
+    else:
+        sections.append(
+            '<div class="flag"><strong>No data:</strong> no traces in this partition.</div>'
+        )
+    if trend is not None:
+        sections.append(
+            trend_section(
+                trend,
+                metrics=metrics or None,
+                last_n=last_n,
+                thresholds=thresholds,
+                value_column="mean",
+                title="Trend of the headline metrics",
+            )
+        )
+    if report.has_data:
+        coverage = _coverage_rows(rows)
+        minimum = f" (minimum {min_coverage:.0%}, dashed)" if min_coverage is not None else ""
+        sections.append(
+            f"<section><h2>Annotation coverage{esc(minimum)}</h2>"
+            + figure_html(
+                regression_coverage_figure(rows, min_coverage),
+                "annotation coverage per segment and variant",
+            )
+            + render_table(
+                coverage.assign(segment=[segment_label(str(s)) for s in coverage["segment"]]),
+                headers={"annotated_traces": "annotated traces"},
+            )
+            + "</section>"
+        )
+        sections.append(
+            "<section><h2>Every segment, variant and metric</h2>"
+            + render_table(_regression_table(rows), headers=_REGRESSION_HEADERS)
+            + "</section>"
+        )
+    return html_page(f"Retrieval regression report: {day}", sections)

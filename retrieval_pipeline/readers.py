@@ -8,9 +8,11 @@ line like any other bad record; a file that cannot be read at all raises `TraceF
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -75,10 +77,14 @@ def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
 
 def _read_bytes(path: Path) -> tuple[bytes, str | None]:
     """The file's bytes (decompressed), and an error if a gzip stream ended or broke early."""
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
     if not path.name.lower().endswith(".gz"):
         return raw, None
-    if raw[:2] != b"\x1f\x8b":
+    # An empty file holds no records; one cut inside the gzip header is a truncated stream.
+    if not b"\x1f\x8b".startswith(raw[:2]):
         raise TraceFileError(f"{path}: not a gzip file (the name ends in .gz)")
     # Decompress member by member so a truncated or corrupt tail keeps everything before it.
     out = bytearray()
@@ -105,7 +111,8 @@ def _jsonl_rows(
         lines.pop()
     last = len(lines)
     for number, line in enumerate(lines, start=1):
-        line = line.removesuffix(b"\r")
+        # a byte-order mark can also start a later line, where files were concatenated
+        line = line.removesuffix(b"\r").removeprefix(b"\xef\xbb\xbf")
         cut_off = stream_error is not None and number == last
         if not line.strip() and not cut_off:
             continue  # blank lines are not records
@@ -142,6 +149,59 @@ def parquet_table(path: Path) -> pa.Table:
             f"{path}: Parquet file lacks required column(s) {', '.join(missing)}; "
             f"a trace needs {', '.join(REQUIRED_FIELDS)}"
         )
+    return table
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, Decimal):
+        return float(value)
+    return str(value)
+
+
+def _json_object(pairs: Iterable[tuple[object, object]]) -> str:
+    """JSON object text of key/value pairs, in order and with repeats kept."""
+    return (
+        "{"
+        + ",".join(
+            json.dumps(str(key)) + ":" + json.dumps(value, default=_json_value)
+            for key, value in pairs
+        )
+        + "}"
+    )
+
+
+def _as_json_column(table: pa.Table, name: str, texts: list[str | None]) -> pa.Table:
+    index = table.column_names.index(name)
+    return table.set_column(index, name, pa.array(texts, type=pa.json_(pa.string())))
+
+
+def struct_scores_as_json(table: pa.Table) -> pa.Table:
+    """A struct-typed `relevance_scores` (what pandas makes of a dict column) as JSON objects
+    without the null fields: a struct column has every key in every row, null where the row
+    does not grade that document. A map column is left as it is."""
+    if "relevance_scores" not in table.column_names:
+        return table
+    column = table.column("relevance_scores")
+    if not pa.types.is_struct(column.type):
+        return table
+    texts = [
+        None if row is None else _json_object((k, v) for k, v in row.items() if v is not None)
+        for row in column.to_pylist()
+    ]
+    return _as_json_column(table, "relevance_scores", texts)
+
+
+def maps_as_json(table: pa.Table) -> pa.Table:
+    """Every map column as JSON objects that keep repeated keys, for a file DuckDB cannot read
+    as maps (it refuses an Arrow map with a repeated key): the validator then names the record
+    and the key instead of the whole file failing."""
+    for field in table.schema:
+        if pa.types.is_map(field.type):
+            texts = [
+                None if row is None else _json_object(row)
+                for row in table.column(field.name).to_pylist()
+            ]
+            table = _as_json_column(table, field.name, texts)
     return table
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from decimal import Decimal
 
 
 class RecordError(ValueError):
@@ -39,6 +41,19 @@ class TraceRecord:
 
 _ID_WORDS = "ids must be non-empty strings or integers"
 
+# Integer ids must fit DuckDB's JSON integers (BIGINT or UBIGINT); larger ones it reads as doubles.
+_MIN_INT, _MAX_INT = -(2**63), 2**64 - 1
+
+# An ISO 8601 date, optionally with a time and an offset (the same pattern as
+# sql/stg_trace_records.sql): both parsers accept more (week dates, `epoch`, zone names), and
+# only this shape means the same instant to both.
+_TIMESTAMP = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]"
+    r"([.][0-9]+)?)?(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?)?"
+)
+_RANGE_WORDS = "is out of range (0001-01-01 to 9999-12-31 in UTC)"
+_BOM = "\ufeff"
+
 
 def _words(value: object) -> str:
     """A JSON value's type in the words of sql/macros.sql's json_type_in_words."""
@@ -47,7 +62,9 @@ def _words(value: object) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
-        return "an integer"
+        if _MIN_INT <= value <= _MAX_INT:
+            return "an integer"
+        return "an integer outside the 64-bit range"
     if isinstance(value, float):
         return "a number with a fraction"
     if isinstance(value, str):
@@ -60,7 +77,48 @@ def _words(value: object) -> str:
 def _is_id(value: object) -> bool:
     if isinstance(value, bool):
         return False
-    return isinstance(value, int) or (isinstance(value, str) and value != "")
+    if isinstance(value, int):
+        return _MIN_INT <= value <= _MAX_INT
+    return isinstance(value, str) and value != ""
+
+
+def _float_text(value: float) -> str:
+    """A double as DuckDB's JSON writer spells it: shortest digits, fixed notation for exponents
+    -6..20 (`1.0`, `0.00001`), else `1e-7`, `1.5e300`."""
+    if not math.isfinite(value):
+        return json.dumps(value)
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    point = len(digit_tuple) + int(exponent)  # digits before the decimal point
+    if not -6 <= point - 1 <= 20:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{point - 1}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return f"{sign}{digits}{'0' * (point - len(digits))}.0"
+    return f"{sign}{digits[:point]}.{digits[point:]}"
+
+
+class _Literal(float):
+    """A JSON number too large for a double (`1e309`): kept with its text, as DuckDB reports it."""
+
+    text: str
+
+    def __new__(cls, text: str) -> _Literal:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def _json_text(value: object) -> str:
+    """A JSON value as DuckDB writes it back (compact, UTF-8 kept), for a reason's `(got ...)`."""
+    if isinstance(value, _Literal):
+        return value.text
+    if isinstance(value, float):
+        return _float_text(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _required_id(obj: dict[str, object], name: str) -> str:
@@ -90,13 +148,30 @@ def _timestamp(value: object) -> datetime:
         raise RecordError(
             f"timestamp must be an ISO 8601 string (got {_words(value)})", "timestamp"
         )
+    shown = json.dumps(value, ensure_ascii=False)[:80]
+    if not _TIMESTAMP.fullmatch(value):
+        raise RecordError(f"unparsable timestamp {shown}", "timestamp")
     try:
-        served_at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        served_at = datetime.fromisoformat(value)
     except ValueError:
-        raise RecordError(f"unparsable timestamp {json.dumps(value)[:80]}", "timestamp") from None
+        if value.startswith("0000") and _parses("2000" + value[4:]):  # 0 and 2000 are leap
+            # year 0 (1 BC) is a date to DuckDB, before 0001-01-01
+            raise RecordError(f"timestamp {shown} {_RANGE_WORDS}", "timestamp") from None
+        raise RecordError(f"unparsable timestamp {shown}", "timestamp") from None
     if served_at.tzinfo is None:
-        served_at = served_at.replace(tzinfo=UTC)
-    return served_at.astimezone(UTC)
+        served_at = served_at.replace(tzinfo=UTC)  # no offset: UTC (the trace contract)
+    try:
+        return served_at.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-05:00 is in the year 10000 in UTC
+        raise RecordError(f"timestamp {shown} {_RANGE_WORDS}", "timestamp") from None
+
+
+def _parses(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _grades(value: object) -> dict[str, float]:
@@ -105,19 +180,29 @@ def _grades(value: object) -> dict[str, float]:
             f"relevance_scores must be an object of doc_id -> grade (got {_words(value)})",
             "relevance_scores",
         )
+    repeated = getattr(value, "repeated", ())
+    if repeated:
+        raise RecordError(
+            f"relevance_scores grades document {_key_text(repeated[0])} more than once",
+            "relevance_scores",
+        )
+    if "" in value:
+        raise RecordError("relevance_scores has an empty document id", "relevance_scores")
     grades: dict[str, float] = {}
     for doc_id, grade in value.items():
-        if doc_id == "":
-            raise RecordError("relevance_scores has an empty document id", "relevance_scores")
         number = isinstance(grade, int | float) and not isinstance(grade, bool)
         if not number or not math.isfinite(grade) or grade < 0:
             raise RecordError(
-                f"relevance_scores[{json.dumps(doc_id)[:82]}] must be a finite number >= 0 "
-                f"(got {json.dumps(grade)[:40]})",
+                f"relevance_scores[{_key_text(doc_id)}] must be a finite number >= 0 "
+                f"(got {_json_text(grade)[:40]})",
                 "relevance_scores",
             )
         grades[doc_id] = float(grade)
     return grades
+
+
+def _key_text(doc_id: str) -> str:
+    return json.dumps(doc_id[:80], ensure_ascii=False)
 
 
 def _optional_text(obj: dict[str, object], name: str, default: str | None) -> str | None:
@@ -168,10 +253,59 @@ def parse_record(obj: object) -> TraceRecord:
     )
 
 
-def parse_line(line: str | bytes) -> TraceRecord:
-    """Validate one JSON line (the `monitor` and online path)."""
+class _JsonObject(dict[str, object]):
+    """A decoded JSON object; the first of a repeated key counts (as in DuckDB's from_json) and
+    `repeated` names the keys given more than once."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def _object(pairs: list[tuple[str, object]]) -> _JsonObject:
+    obj = _JsonObject()
+    repeated: list[str] = []
+    for key, value in pairs:
+        if key in obj:
+            repeated.append(key)
+        else:
+            obj[key] = value
+    if repeated:
+        obj.repeated = tuple(dict.fromkeys(repeated))
+    return obj
+
+
+def _parse_float(text: str) -> float:
+    number = float(text)
+    return number if math.isfinite(number) else _Literal(text)
+
+
+def _has_lone_surrogate(obj: object) -> bool:
     try:
-        obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def parse_line(line: str | bytes) -> TraceRecord:
+    """Validate one JSON line (the `monitor` and online path), with the batch reader's rules for
+    what a line is: invalid UTF-8 and a string escape that is not Unicode (a lone surrogate such
+    as `\\ud800`) are errors; a byte-order mark at its start is ignored."""
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"invalid UTF-8 at byte {exc.start} of the line") from None
+    line = line.removeprefix(_BOM)
+    try:
+        obj = json.loads(line, object_pairs_hook=_object, parse_float=_parse_float)
+    except ValueError:
         raise RecordError("malformed JSON") from None
+    if "\\u" in line and _has_lone_surrogate(obj):
+        raise RecordError("malformed JSON")
     return parse_record(obj)
+
+
+def outside_day(record: TraceRecord, day: date) -> bool:
+    """Whether a record stored under partition `day` was served on another UTC day. The store's
+    day is authoritative: such a record is kept and scored under `day`, and counted."""
+    return record.served_at.date() != day

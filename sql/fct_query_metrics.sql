@@ -14,20 +14,26 @@
 -- Edge cases: a trace that was not judged, or whose labels are all stale, is unannotated and gets
 -- null values; an annotated trace with R = 0 scores 0 everywhere (nDCG 0 when the ideal DCG is 0).
 -- retrieved_ids is already free of repeats (sql/stg_trace_records.sql keeps the first occurrence).
+-- Fresh labels are the trace's own labels minus those `labels` marks stale for it (only the stale
+-- few are read back), so engine.build_labels must have run for these partitions: a trace without
+-- label rows counts as all fresh. Each trace is crossed with the requested metrics only, and each
+-- row evaluates one formula.
 -- Parameters: $start_date, $end_date (partitions, inclusive), $cutoffs (the distinct K values),
 -- $metric_names (canonical names to emit), $relevance_level, $exponential_gain.
 
 with
 
-fresh_labels as (
+-- labels the corpus made stale, per trace (a few percent of all labels): the fresh labels are
+-- the trace's own labels minus these, so the full labels table is not re-aggregated into lists
+stale_labels as (
     select
         partition_date,
         trace_id,
-        list(struct_pack(doc_id := doc_id, grade := grade)) as fresh
+        list(doc_id) as stale_ids
     from labels
     where
         partition_date between $start_date and $end_date
-        and stale_reason is null
+        and stale_reason is not null
     group by partition_date, trace_id
 ),
 
@@ -41,12 +47,18 @@ traces_in_scope as (
         traces.retrieved_ids,
         traces.is_judged,
         len(traces.labels) as n_labels_given,
-        coalesce(fresh_labels.fresh, []) as fresh
+        case
+            when stale_labels.stale_ids is null then traces.labels
+            else list_filter(
+                traces.labels,
+                lambda l: not list_contains(stale_labels.stale_ids, l.doc_id)  -- noqa: RF01
+            )
+        end as fresh
     from traces
-    left join fresh_labels
+    left join stale_labels
         on
-            traces.partition_date = fresh_labels.partition_date
-            and traces.trace_id = fresh_labels.trace_id
+            traces.partition_date = stale_labels.partition_date
+            and traces.trace_id = stale_labels.trace_id
     where traces.partition_date between $start_date and $end_date
 ),
 
@@ -91,81 +103,81 @@ per_trace as (
     from judged
 ),
 
-cutoffs as (
-    select unnest($cutoffs::integer []) as k  -- noqa: LT01
-    union all
-    select null as k
+-- one row per requested metric: its family and cut-off ($cutoffs holds the same K values)
+requested as (
+    select
+        name as metric,
+        split_part(name, '@', 1) as family,
+        nullif(split_part(name, '@', 2), '')::integer as k
+    from (select unnest($metric_names::varchar[]) as name) as requested_names
+    where k is null or list_contains($cutoffs::integer[], k)
 ),
 
 cut as (
     select
-        per_trace.*,
-        cutoffs.k,
-        coalesce(cutoffs.k, 2147483647) as depth
+        per_trace.partition_date,
+        per_trace.trace_id,
+        per_trace.query_id,
+        per_trace.segment,
+        per_trace.variant,
+        per_trace.is_annotated,
+        per_trace.n_relevant,
+        per_trace.rel_ranks,
+        per_trace.retrieved_gains,
+        per_trace.ideal_gains,
+        requested.metric,
+        requested.family,
+        coalesce(requested.k, 2147483647) as depth
     from per_trace
-    cross join cutoffs
+    cross join requested
 ),
 
+-- the metric of each row, one formula per family
 scored as (
     select
         *,
-        len(list_filter(rel_ranks, lambda r: r <= depth)) as hits,
-        coalesce(
-            list_sum(
-                list_transform(
-                    list_filter(retrieved_gains, lambda g: g.rank <= depth),
-                    lambda g: g.gain / log2(g.rank + 1)
+        case
+            when family = 'ndcg'
+                then coalesce(
+                    list_sum(
+                        list_transform(
+                            list_filter(retrieved_gains, lambda g: g.rank <= depth),
+                            lambda g: g.gain / log2(g.rank + 1)
+                        )
+                    )
+                    / nullif(
+                        list_sum(
+                            list_transform(  -- noqa: LT01
+                                ideal_gains[1:depth], lambda g, i: g / log2(i + 1)
+                            )
+                        ),
+                        0
+                    ),
+                    0
                 )
-            ),
-            0
-        ) as dcg,
-        coalesce(
-            list_sum(
-                list_transform(ideal_gains[1:depth], lambda g, i: g / log2(i + 1))  -- noqa: LT01
-            ),
-            0
-        ) as ideal_dcg,
-        coalesce(
-            list_sum(
-                list_transform(  -- noqa: LT01
-                    rel_ranks, lambda r, j: case when r <= depth then j / r else 0 end
+            when family = 'precision'
+                then len(list_filter(rel_ranks, lambda r: r <= depth)) / depth
+            when family = 'recall'
+                then coalesce(
+                    len(list_filter(rel_ranks, lambda r: r <= depth)) / nullif(n_relevant, 0),
+                    0
                 )
-            ),
-            0
-        ) as precision_sum
+            when family = 'map'
+                then coalesce(
+                    list_sum(
+                        list_transform(  -- noqa: LT01
+                            rel_ranks, lambda r, j: case when r <= depth then j / r else 0 end
+                        )
+                    )
+                    / nullif(n_relevant, 0),
+                    0
+                )
+            when family = 'mrr'
+                then case when rel_ranks[1] <= depth then 1 / rel_ranks[1] else 0 end
+            when family = 'hit_rate'
+                then case when list_min(rel_ranks) <= depth then 1 else 0 end
+        end as family_value
     from cut
-),
-
-values_by_family as (
-    select
-        partition_date,
-        trace_id,
-        query_id,
-        segment,
-        variant,
-        is_annotated,
-        n_relevant,
-        k,
-        unnest(  -- noqa: AL03
-            [
-                struct_pack(family := 'ndcg', value := coalesce(dcg / nullif(ideal_dcg, 0), 0)),
-                struct_pack(family := 'precision', value := hits / depth),
-                struct_pack(
-                    family := 'recall', value := coalesce(hits / nullif(n_relevant, 0), 0)
-                ),
-                struct_pack(
-                    family := 'map',
-                    value := coalesce(precision_sum / nullif(n_relevant, 0), 0)
-                ),
-                struct_pack(
-                    family := 'mrr',
-                    value := case when rel_ranks[1] <= depth then 1 / rel_ranks[1] else 0 end
-                ),
-                struct_pack(family := 'hit_rate', value := case when hits > 0 then 1 else 0 end)
-            ],
-            recursive := true
-        )
-    from scored
 ),
 
 final as (
@@ -177,10 +189,9 @@ final as (
         variant,
         is_annotated,
         n_relevant,
-        family || coalesce('@' || k::varchar, '') as metric,
-        case when is_annotated then value::double end as value
-    from values_by_family
-    where list_contains($metric_names, family || coalesce('@' || k::varchar, ''))
+        metric,
+        case when is_annotated then family_value::double end as value
+    from scored
 )
 
 select * from final

@@ -1,5 +1,7 @@
--- Per-trace metric values with the trace's counts, in input order, for partitions
--- $start_date..$end_date (long form; the caller pivots metrics into columns).
+-- The per-trace table of `evaluate`: one row per trace, in input order, with the trace's counts and
+-- its metric values as a list aligned with $metric_names (null where a metric is absent), which
+-- engine.query_metrics_wide splits into columns. Parameters: $start_date, $end_date,
+-- $metric_names.
 
 with
 
@@ -13,30 +15,39 @@ stale_counts as (
     group by partition_date, trace_id
 ),
 
+per_trace as (
+    select
+        query_metrics.partition_date,
+        query_metrics.trace_id,
+        any_value(query_metrics.n_relevant) as n_relevant,
+        map(list(query_metrics.metric), list(query_metrics.value)) as by_metric
+    from query_metrics
+    where query_metrics.partition_date between $start_date and $end_date
+    group by query_metrics.partition_date, query_metrics.trace_id
+),
+
 final as (
     select
-        dense_rank() over (
-            order by traces.source_file, traces.source_line, traces.partition_date
-        ) as trace_order,
         traces.trace_id,
         traces.query_id,
         traces.segment,
         traces.variant,
         len(traces.retrieved_ids) as n_retrieved,
-        query_metrics.n_relevant,
+        per_trace.n_relevant,
         coalesce(stale_counts.n_stale_labels, 0) as n_stale_labels,
-        query_metrics.metric,
-        query_metrics.value
-    from query_metrics
+        list_transform(
+            $metric_names::varchar[], lambda name: per_trace.by_metric[name]
+        ) as metric_values
+    from per_trace
     inner join traces
         on
-            query_metrics.partition_date = traces.partition_date
-            and query_metrics.trace_id = traces.trace_id
+            per_trace.partition_date = traces.partition_date
+            and per_trace.trace_id = traces.trace_id
     left join stale_counts
         on
-            query_metrics.partition_date = stale_counts.partition_date
-            and query_metrics.trace_id = stale_counts.trace_id
-    where query_metrics.partition_date between $start_date and $end_date
+            per_trace.partition_date = stale_counts.partition_date
+            and per_trace.trace_id = stale_counts.trace_id
+    order by traces.source_file, traces.source_line, traces.partition_date
 )
 
 select * from final

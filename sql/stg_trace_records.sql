@@ -9,6 +9,11 @@
 -- The same rules, for one record in Python: retrieval_pipeline/records.py (tests hold them equal).
 -- Ids may be JSON strings or integers and compare as strings (7 and "7" are one document);
 -- retrieved_ids keeps the first occurrence of a repeated id and counts the later ones.
+-- A timestamp must be an ISO 8601 date, optionally with a time and an offset (no offset: UTC),
+-- within years 0001..9999 once in UTC. A field given twice in one record: the first counts (as
+-- in from_json); a document graded twice in relevance_scores is quarantined.
+-- `outside_partition_day` marks a valid record whose UTC date is not its partition's: with
+-- $partition_date the store's day is authoritative, so the record is kept there and counted.
 
 with
 
@@ -73,8 +78,40 @@ elements as (
         list_transform(map_values(scores_map), lambda v: try_cast(v as double)) as score_values,
         json_extract_string(f.trace_id, '$') as trace_id_text,
         json_extract_string(f.query_id, '$') as query_id_text,
-        try_cast(json_extract_string(f.timestamp, '$') as timestamptz) as served_at
+        json_extract_string(f.timestamp, '$') as timestamp_text,
+        -- from_json gives no map for an object that repeats a key
+        case
+            when scores_type = 'OBJECT' and scores_map is null
+                then json_keys(f.relevance_scores)
+        end as repeated_score_keys
     from typed
+),
+
+parsed_times as (
+    select
+        *,
+        -- the shape is checked first: a cast alone would also take `epoch`, zone names, 24:00
+        case
+            when regexp_full_match(
+                timestamp_text,
+                '[0-9]{4}-[0-9]{2}-[0-9]{2}([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]'
+                || '([.][0-9]+)?)?(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?)?'
+            ) then try_cast(timestamp_text as timestamptz)
+        end as parsed_at
+    from elements
+),
+
+-- only instants a date (and Python's datetime) can hold: years 0001..9999 in UTC
+times as (
+    select
+        *,
+        case
+            when
+                parsed_at >= timestamptz '0001-01-01 00:00:00+00'
+                and parsed_at < timestamptz '10000-01-01 00:00:00+00'
+                then parsed_at
+        end as served_at
+    from parsed_times
 ),
 
 -- position (1-based) of the first list item that is not a non-empty string or an integer
@@ -98,14 +135,21 @@ item_checks as (
         list_position(
             list_transform(
                 score_types,
-                lambda t, i: t in ('BIGINT', 'UBIGINT', 'DOUBLE')
-                and isfinite(score_values[i])
-                and score_values[i] >= 0
+                -- a JSON null grade is a SQL null here: coalesce so it is found, not skipped
+                lambda t, i: coalesce(
+                    t in ('BIGINT', 'UBIGINT', 'DOUBLE')
+                    and isfinite(score_values[i])
+                    and score_values[i] >= 0,
+                    false
+                )
             ),
             false
         ) as bad_score_at,
-        list_position(score_keys, '') as empty_score_key_at
-    from elements
+        list_position(score_keys, '') as empty_score_key_at,
+        list_filter(
+            repeated_score_keys, lambda k, i: list_position(repeated_score_keys, k) < i
+        )[1] as repeated_score_key
+    from times
 ),
 
 verdicts as (
@@ -125,8 +169,12 @@ verdicts as (
                 then struct_pack(
                     field := 'trace_id',
                     reason := 'trace_id must be a non-empty string or an integer (got '
-                    || case when trace_id_text = '' then 'an empty string'
-                        else json_type_in_words(trace_id_type) end || ')'
+                    || case
+                        when trace_id_text = '' then 'an empty string'
+                        when regexp_full_match(f.trace_id::varchar, '-?[0-9]+')
+                            then 'an integer outside the 64-bit range'
+                        else json_type_in_words(trace_id_type)
+                    end || ')'
                 )
             when query_id_type is null or query_id_type = 'NULL' then struct_pack(
                 field := 'query_id', reason := 'missing required field query_id'
@@ -135,8 +183,12 @@ verdicts as (
                 then struct_pack(
                     field := 'query_id',
                     reason := 'query_id must be a non-empty string or an integer (got '
-                    || case when query_id_text = '' then 'an empty string'
-                        else json_type_in_words(query_id_type) end || ')'
+                    || case
+                        when query_id_text = '' then 'an empty string'
+                        when regexp_full_match(f.query_id::varchar, '-?[0-9]+')
+                            then 'an integer outside the 64-bit range'
+                        else json_type_in_words(query_id_type)
+                    end || ')'
                 )
             when timestamp_type is null or timestamp_type = 'NULL' then struct_pack(
                 field := 'timestamp', reason := 'missing required field timestamp'
@@ -146,9 +198,14 @@ verdicts as (
                 reason := 'timestamp must be an ISO 8601 string (got '
                 || json_type_in_words(timestamp_type) || ')'
             )
-            when served_at is null or not isfinite(served_at) then struct_pack(
+            when parsed_at is null or not isfinite(parsed_at) then struct_pack(
                 field := 'timestamp',
                 reason := 'unparsable timestamp ' || left(f.timestamp::varchar, 80)
+            )
+            when served_at is null then struct_pack(
+                field := 'timestamp',
+                reason := 'timestamp ' || left(f.timestamp::varchar, 80)
+                || ' is out of range (0001-01-01 to 9999-12-31 in UTC)'
             )
             when retrieved_type is null or retrieved_type = 'NULL' then struct_pack(
                 field := 'retrieved_ids', reason := 'missing required field retrieved_ids'
@@ -163,6 +220,11 @@ verdicts as (
                 reason := 'retrieved_ids[' || (bad_retrieved_at - 1)::varchar || '] is '
                 || case
                     when retrieved_item_types[bad_retrieved_at] = 'VARCHAR' then 'an empty string'
+                    when regexp_full_match(
+                        json_extract(retrieved_json, '$[' || (bad_retrieved_at - 1)::varchar || ']')
+                        ::varchar,
+                        '-?[0-9]+'
+                    ) then 'an integer outside the 64-bit range'
                     else json_type_in_words(retrieved_item_types[bad_retrieved_at])
                 end
                 || '; ids must be non-empty strings or integers'
@@ -177,6 +239,11 @@ verdicts as (
                 reason := 'relevant_ids[' || (bad_relevant_at - 1)::varchar || '] is '
                 || case
                     when relevant_item_types[bad_relevant_at] = 'VARCHAR' then 'an empty string'
+                    when regexp_full_match(
+                        json_extract(relevant_json, '$[' || (bad_relevant_at - 1)::varchar || ']')
+                        ::varchar,
+                        '-?[0-9]+'
+                    ) then 'an integer outside the 64-bit range'
                     else json_type_in_words(relevant_item_types[bad_relevant_at])
                 end
                 || '; ids must be non-empty strings or integers'
@@ -186,14 +253,19 @@ verdicts as (
                 reason := 'relevance_scores must be an object of doc_id -> grade (got '
                 || json_type_in_words(scores_type) || ')'
             )
+            when repeated_score_key is not null then struct_pack(
+                field := 'relevance_scores',
+                reason := 'relevance_scores grades document '
+                || to_json(left(repeated_score_key, 80)) || ' more than once'
+            )
             when empty_score_key_at > 0 then struct_pack(
                 field := 'relevance_scores',
                 reason := 'relevance_scores has an empty document id'
             )
             when bad_score_at > 0 then struct_pack(
                 field := 'relevance_scores',
-                reason := 'relevance_scores["' || left(score_keys[bad_score_at], 80)
-                || '"] must be a finite number >= 0 (got '
+                reason := 'relevance_scores[' || to_json(left(score_keys[bad_score_at], 80))
+                || '] must be a finite number >= 0 (got '
                 || coalesce(left(map_values(scores_map)[bad_score_at]::varchar, 40), 'null')
                 || ')'
             )
@@ -213,16 +285,55 @@ verdicts as (
     from item_checks
 ),
 
+-- Sorted lists instead of a search per element, so that 100k-id lists stay fast (a
+-- list_position per id would be quadratic):
+-- id_ranks: (id, rank) sorted by id, only for lists that hold a repeat; the first of each run of
+-- equal ids is its first occurrence.
+-- label_ids: graded ids then relevant ids, sorted by id, only when a record has both; a
+-- relevant id right after its own grade is already a label.
+sorted_ids as (
+    select
+        *,
+        case
+            when len(list_distinct(retrieved_raw)) < len(retrieved_raw)
+                then list_sort(
+                    list_transform(retrieved_raw, lambda d, i: struct_pack(d := d, i := i))
+                )
+        end as id_ranks,
+        case
+            when len(score_keys) > 0 and len(relevant_raw) > 0
+                then list_sort(
+                    list_concat(
+                        list_transform(
+                            score_keys, lambda d: struct_pack(d := d, from_relevant := false)
+                        ),
+                        list_transform(
+                            list_distinct(relevant_raw),
+                            lambda d: struct_pack(d := d, from_relevant := true)
+                        )
+                    )
+                )
+        end as label_ids
+    from verdicts
+),
+
 deduplicated as (
     select
         *,
-        -- keep the first occurrence of a repeated id; the quadratic filter runs only on lists
-        -- that hold a repeat
+        -- keep the first occurrence of a repeated id, in rank order
         case
-            when len(list_distinct(retrieved_raw)) = len(retrieved_raw) then retrieved_raw
-            else list_filter(retrieved_raw, lambda d, i: list_position(retrieved_raw, d) = i)
+            when id_ranks is null then retrieved_raw
+            else list_transform(
+                list_sort(
+                    list_transform(
+                        list_filter(id_ranks, lambda p, k: k = 1 or id_ranks[k - 1].d <> p.d),
+                        lambda p: p.i
+                    )
+                ),
+                lambda i: retrieved_raw[i]
+            )
         end as retrieved_ids
-    from verdicts
+    from sorted_ids
 ),
 
 shaped as (
@@ -256,15 +367,26 @@ shaped as (
             ),
             coalesce(
                 list_transform(
-                    list_filter(
-                        list_distinct(relevant_raw),
-                        lambda d: not coalesce(list_contains(score_keys, d), false)
-                    ),
+                    case
+                        when label_ids is null then list_distinct(relevant_raw)
+                        -- a relevant id is new when the entry before it is not its grade's
+                        else list_transform(
+                            list_filter(
+                                label_ids,
+                                lambda e, k: e.from_relevant
+                                and (k = 1 or label_ids[k - 1].d <> e.d)
+                            ),
+                            lambda e: e.d
+                        )
+                    end,
                     lambda d: struct_pack(doc_id := d, grade := 1.0::double)
                 ),
                 []
             )
-        ) as labels
+        ) as labels,
+        verdict.reason is null
+        and $partition_date::date is not null
+        and (served_at at time zone 'UTC')::date <> $partition_date::date as outside_partition_day
     from deduplicated
 ),
 
@@ -288,7 +410,8 @@ final as (
                 when occurrence > 1
                     then 'duplicate trace_id ' || left(trace_id, 80) || ' (first seen at '
                     || first_file || ' line ' || first_line::varchar || ')'
-            end as reason
+            end as reason,
+            outside_partition_day and occurrence = 1 as outside_partition_day
         )
     from first_seen
     union all

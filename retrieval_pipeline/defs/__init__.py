@@ -16,7 +16,9 @@ import dagster as dg
 
 from retrieval_pipeline.config import config_path, load_config
 from retrieval_pipeline.defs import assets, checks
+from retrieval_pipeline.defs import comparison as ab
 from retrieval_pipeline.defs import monitoring as live
+from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
@@ -55,8 +57,8 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
     path = config_path(config)
     load_config(path)  # validate now, not at the first run
     return dg.Definitions(
-        assets=[*ASSETS, live.live_retrieval_metrics],
-        asset_checks=[*checks.ALL_CHECKS, live.live_sustained_drop],
+        assets=[*ASSETS, ab.variant_comparison, live.live_retrieval_metrics],
+        asset_checks=[*checks.ALL_CHECKS, ab.variant_comparison_flag, live.live_sustained_drop],
         jobs=[nightly_job],
         schedules=[nightly_schedule],
         sensors=[live.live_monitoring_sensor],
@@ -70,8 +72,9 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
                 approvals_dir=_env_or_none(APPROVALS_ENV),
             ),
         },
-        # DuckDB takes one writer per file: steps run one after another in the run's process.
-        executor=dg.in_process_executor,
+        # DuckDB takes one writer per file: steps run one after another in the run's process,
+        # and a run first frees the pool slots of runs killed outright (see defs/executor.py).
+        executor=in_process_freeing_dead_slots,
     )
 
 

@@ -8,6 +8,7 @@ and every partitioned asset backfills a range in one run.
 """
 
 import json
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from retrieval_pipeline import engine, nightly, report
+from retrieval_pipeline import engine, nightly, readers, report, trend
 from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
@@ -61,6 +62,14 @@ def _md_table(header: list[str], rows: list[list[object]]) -> dg.MetadataValue:
     return dg.MetadataValue.md("\n".join(lines))
 
 
+def _write_atomically(path: Path, text: str) -> None:
+    """Write beside `path` then rename over it: a reader (a deploy system, a person) sees the old
+    file or the new one, never half of one, even when the run is killed mid-write."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
 def _range_metadata(start: date, end: date) -> dict[str, str]:
     return {"partition_start": start.isoformat(), "partition_end": end.isoformat()}
 
@@ -83,14 +92,24 @@ def traces(
         raise dg.Failure(description=str(exc)) from exc
     with warehouse.get_connection() as conn:
         for day, files in files_by_day:
-            per_day.append((day, engine.ingest_traces(conn, files, partition_date=day)))
+            try:
+                per_day.append((day, engine.ingest_traces(conn, files, partition_date=day)))
+            except readers.TraceFileError as exc:
+                # the day keeps what it held before: its replacement is one transaction
+                raise dg.Failure(description=f"cannot ingest {day.isoformat()}: {exc}") from exc
     read = sum(c.read for _, c in per_day)
     quarantined = sum(c.quarantined for _, c in per_day)
+    outside = sum(c.outside_day for _, c in per_day)
     empty = [d.isoformat() for d, c in per_day if c.read == 0]
     summary = (
         f"{read} records from {sum(c.files for _, c in per_day)} file(s): "
         f"{read - quarantined} valid, {quarantined} quarantined"
     )
+    if outside:
+        summary += (
+            f"; {outside} valid record(s) have a timestamp on another UTC day"
+            " (kept under the store's day)"
+        )
     if empty:
         summary += "; no data for " + ", ".join(empty)
     context.log.info(summary)
@@ -103,6 +122,7 @@ def traces(
             "records_quarantined": quarantined,
             "quarantine_rate": quarantined / read if read else float("nan"),
             "duplicate_ids_dropped": sum(c.duplicate_ids_dropped for _, c in per_day),
+            "records_outside_day": outside,
             "store": store.describe(),
             "per_day": _md_table(
                 ["day", "files", "read", "valid", "quarantined"],
@@ -236,8 +256,8 @@ def regression_report(
     settings: PipelineSettingsResource,
 ) -> dg.MaterializeResult:
     """The day against its baseline (trailing 7 days by default), per segment, variant and metric:
-    value, baseline, delta, threshold, status; every miss in words. Written as Markdown and JSON
-    files; the headline metrics are numeric metadata so the UI plots them over time."""
+    value, baseline, delta, threshold, status; every miss in words. Written as Markdown, JSON and
+    self-contained HTML files; the headline metrics are numeric metadata so the UI plots them."""
     start, end = partition_days(context)
     config = settings.load()
     folder = settings.reports_folder(warehouse)
@@ -247,12 +267,13 @@ def regression_report(
             reports.append(
                 report.build_report(nightly.build_regression_rows(conn, config, day), config, day)
             )
+            trend.write_regression_html(conn, reports[-1], config, folder)
     written: list[str] = []
     for day_report in reports:
         stem = folder / f"regression_report_{day_report.partition.isoformat()}"
-        Path(f"{stem}.md").write_text(day_report.to_markdown(), encoding="utf-8")
-        Path(f"{stem}.json").write_text(day_report.to_json(), encoding="utf-8")
-        written += [f"{stem}.md", f"{stem}.json"]
+        _write_atomically(Path(f"{stem}.md"), day_report.to_markdown())
+        _write_atomically(Path(f"{stem}.json"), day_report.to_json())
+        written += [f"{stem}.md", f"{stem}.json", f"{stem}.html"]
     last = reports[-1]
     metadata: dict[str, dg.RawMetadataValue] = {
         **_range_metadata(start, end),
@@ -280,20 +301,43 @@ def _outcome(
         evaluation = data if isinstance(data, dg.AssetCheckEvaluation) else None
     if evaluation is None:
         return report.CheckOutcome(check_key.name, None, None, None, run_id=record.run_id)
+    return _check_outcome(evaluation, record.run_id, record.create_timestamp)
 
+
+def _check_outcome(
+    evaluation: dg.AssetCheckEvaluation, run_id: str, evaluated_at: float
+) -> report.CheckOutcome:
     def text(key: str) -> str | None:
         value = evaluation.metadata.get(key)
         return str(value.value) if value is not None else None
 
     return report.CheckOutcome(
-        name=check_key.name,
+        name=evaluation.check_name,
         passed=evaluation.passed,
         partition_start=text("partition_start"),
         partition_end=text("partition_end"),
-        run_id=record.run_id,
+        run_id=run_id,
         description=evaluation.description,
-        evaluated_at=record.create_timestamp,
+        evaluated_at=evaluated_at,
     )
+
+
+def _outcomes_in_run(
+    instance: dg.DagsterInstance, run_id: str
+) -> dict[dg.AssetCheckKey, report.CheckOutcome]:
+    """The check evaluations this run recorded. A concurrent run of other days records its own
+    evaluations too, so the latest one of a check may not be this run's."""
+    found: dict[dg.AssetCheckKey, report.CheckOutcome] = {}
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        data = event.event_specific_data if event is not None else None
+        if isinstance(data, dg.AssetCheckEvaluation):
+            key = dg.AssetCheckKey(data.asset_key, data.check_name)
+            found[key] = _check_outcome(data, run_id, record.event_log_entry.timestamp)
+    return found
 
 
 @dg.asset(
@@ -311,10 +355,14 @@ def deploy_gate(
     """Approval to deploy: materializes only when every blocking check passed for these partitions,
     and writes an approval record (partition, checks, results) a deploy system can read.
 
-    Blocking checks stop this asset inside a run; run alone it looks up the latest evaluation of
-    each blocking check itself and refuses when one failed, is missing or covers other days."""
+    Blocking checks stop this asset inside a run, and the gate reads their evaluations in this
+    run; run alone it looks up the latest evaluation of each blocking check itself and refuses
+    when one failed, is missing or covers other days."""
     start, end = partition_days(context)
-    outcomes = {key.name: _outcome(context.instance, key) for key in BLOCKING_CHECK_KEYS}
+    in_run = _outcomes_in_run(context.instance, context.run.run_id)
+    outcomes = {
+        key.name: in_run.get(key) or _outcome(context.instance, key) for key in BLOCKING_CHECK_KEYS
+    }
     refusals = report.gate_refusals(BLOCKING_CHECKS, outcomes, start, end)
     if refusals:
         raise dg.Failure(
@@ -335,7 +383,7 @@ def deploy_gate(
             approved_at=approved_at,
         )
         path = folder / f"deploy_approval_{day.isoformat()}.json"
-        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        _write_atomically(path, json.dumps(record, indent=2) + "\n")
         written.append(str(path))
     return dg.MaterializeResult(
         metadata={

@@ -1,0 +1,45 @@
+-- The trend behind the regression report: the `segment_metrics` rows (per partition, segment and
+-- variant, the overall rows included) of the metrics $metrics over the last $last_n partitions
+-- that hold rows, up to and including $end_date. Days after $end_date are left out, so a report
+-- backfilled for an old day shows that day's history only.
+
+with
+
+days_with_rows as (
+    select distinct partition_date
+    from segment_metrics
+    where partition_date <= $end_date
+),
+
+recent_days as (
+    select partition_date
+    from days_with_rows
+    order by partition_date desc
+    limit $last_n
+),
+
+final as (
+    select
+        segment_metrics.partition_date,
+        segment_metrics.segment,
+        segment_metrics.variant,
+        segment_metrics.metric,
+        segment_metrics.traces,
+        segment_metrics.annotated_traces,
+        segment_metrics.coverage,
+        segment_metrics.mean,
+        segment_metrics.ci_low,
+        segment_metrics.ci_high,
+        segment_metrics.threshold,
+        segment_metrics.status
+    from segment_metrics
+    inner join recent_days on segment_metrics.partition_date = recent_days.partition_date
+    where list_contains($metrics, segment_metrics.metric)
+    order by
+        segment_metrics.partition_date,
+        segment_metrics.segment,
+        segment_metrics.variant,
+        segment_metrics.metric
+)
+
+select * from final
