@@ -1,0 +1,203 @@
+"""Shared by the measurement scripts: running a worker in a fresh process, the oracle's means,
+the comparison of means, and the results table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+METRICS = ("ndcg@10", "precision@5", "recall@20", "mrr", "map")
+TOLERANCE = 1e-9
+SLICE_AT_1M = 100_000  # pytrec_eval is fed slices of this many traces from 1M traces on
+# a measured process is killed (by its pid) past this resident size: the machine has 24 GiB
+MAX_RSS_GIB = float(os.environ.get("BENCH_MAX_RSS_GIB", "16"))
+
+
+class MeansDisagree(AssertionError):
+    """An engine's means differ from the oracle's by more than TOLERANCE."""
+
+
+@dataclass
+class Row:
+    """One measurement: what ran, on how many traces, how long, how much memory, which means."""
+
+    measurement: str
+    engine: str
+    traces: int
+    wall_s: float  # the measured step (whole process for command-line rows)
+    process_s: float  # the whole fresh process: start-up, imports, setup, step
+    peak_rss_mib: float  # of the process (and what it waited for): ru_maxrss from wait4
+    max_abs_diff: float | None = None  # max over metrics of |mean - oracle mean|; None: no means
+    means: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+    walls: list[float] = field(default_factory=list)
+
+    @property
+    def traces_per_s(self) -> float:
+        return self.traces / self.wall_s if self.wall_s > 0 else float("inf")
+
+    def to_json(self) -> dict[str, object]:
+        return {**asdict(self), "traces_per_s": self.traces_per_s}
+
+
+@dataclass(frozen=True)
+class Process:
+    """A finished child process: output, wall seconds and peak RSS."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    peak_rss_mib: float
+
+
+def _rss_gib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return 0.0
+
+
+def run_process(cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path = REPO) -> Process:
+    """Run `cmd` in a fresh process; its peak RSS comes from wait4 (this child only, with the
+    children it waited for), so measurements run one after another do not mix. A watchdog kills
+    the child (its pid only) when its RSS passes MAX_RSS_GIB."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=full_env, cwd=cwd)
+        done = threading.Event()
+        killed: list[float] = []
+
+        def watch() -> None:
+            while not done.wait(0.5):
+                rss = _rss_gib(proc.pid)
+                if rss > MAX_RSS_GIB:
+                    killed.append(rss)
+                    proc.kill()
+                    return
+
+        watchdog = threading.Thread(target=watch, daemon=True)
+        watchdog.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        done.set()
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stderr = err.read()
+        if killed:
+            stderr += (
+                f"\n[bench] killed after {wall:.0f} s: RSS {killed[0]:.1f} GiB passed the limit "
+                f"of {MAX_RSS_GIB:g} GiB (BENCH_MAX_RSS_GIB)"
+            )
+        return Process(proc.returncode, out.read(), stderr, wall, usage.ru_maxrss / 1024)
+
+
+def run_worker(name: str, *args: str, env: dict[str, str] | None = None) -> tuple[dict, Process]:
+    """Run `bench/workers.py NAME ARGS` in a fresh interpreter; its JSON result and the process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result_path = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "bench.workers", name, *args, "--result", str(result_path)]
+        proc = run_process(cmd, env=env)
+        if proc.returncode != 0 or not result_path.is_file():
+            raise RuntimeError(
+                f"worker {name} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+            )
+        return json.loads(result_path.read_text()), proc
+
+
+def pytrec_slice(size: int) -> int:
+    return SLICE_AT_1M if size >= 1_000_000 else 0
+
+
+def oracle_means(ds: object) -> dict[str, float]:
+    """pytrec_eval's means for the dataset (linear gain), computed once and cached beside it."""
+    from bench.generate import Dataset
+
+    assert isinstance(ds, Dataset)
+    cache = ds.cache("oracle_pytrec_eval.json")
+    if not cache.is_file():
+        result, _ = run_worker(
+            "pytrec", "--input", str(ds.jsonl), "--corpus", str(ds.corpus),
+            "--slice", str(pytrec_slice(ds.size)),
+        )  # fmt: skip
+        save_oracle(ds, result["means"])
+    return json.loads(cache.read_text())
+
+
+def save_oracle(ds: object, means: dict[str, float]) -> None:
+    from bench.generate import Dataset
+
+    assert isinstance(ds, Dataset)
+    ds.cache("oracle_pytrec_eval.json").write_text(json.dumps(means, indent=2))
+
+
+def max_abs_diff(means: dict[str, float], oracle: dict[str, float], what: str) -> float:
+    """Max |mean - oracle| over METRICS; raises MeansDisagree above TOLERANCE."""
+    missing = [m for m in METRICS if means.get(m) is None]
+    if missing:
+        raise MeansDisagree(f"{what}: no mean for {', '.join(missing)} (got {means})")
+    diffs = {m: abs(float(means[m]) - float(oracle[m])) for m in METRICS}
+    worst = max(diffs.values())
+    if worst > TOLERANCE:
+        detail = ", ".join(f"{m}: {means[m]!r} vs {oracle[m]!r}" for m in METRICS)
+        raise MeansDisagree(f"{what}: means differ from pytrec_eval by {worst:.3g} ({detail})")
+    return worst
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+HEADER = (
+    "| measurement | engine | traces | wall s | traces/s | process s | peak RSS MiB "
+    "| max abs diff of means | note |"
+)
+
+
+def table(rows: Sequence[Row]) -> str:
+    """The rows as a Markdown table."""
+    lines = [HEADER, "|" + "---|" * 9]
+    for r in rows:
+        diff = "-" if r.max_abs_diff is None else f"{r.max_abs_diff:.1e}"
+        wall = f"{r.wall_s:.3f}" if r.wall_s < 10 else f"{r.wall_s:.1f}"
+        lines.append(
+            f"| {r.measurement} | {r.engine} | {r.traces:,} | {wall} | {r.traces_per_s:,.0f} "
+            f"| {r.process_s:.2f} | {r.peak_rss_mib:,.0f} | {diff} | {r.note} |"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--sizes", default="10000", help="comma-separated trace counts")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=1, help="timed repetitions (median reported)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    args.sizes = [int(s) for s in str(args.sizes).split(",") if s]
+    return args
+
+
+def emit(rows: Sequence[Row], json_path: Path | None) -> None:
+    print(table(rows))
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps([r.to_json() for r in rows], indent=2))

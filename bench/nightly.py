@@ -1,0 +1,154 @@
+"""(c) One nightly partition end to end through Dagster: every asset and every check.
+
+    /tmp/venv/bin/python bench/nightly.py --sizes 10000,100000 [--cli]
+
+The trace store is the generated day laid out as the pipeline reads it
+(`store/traces/date=2026-11-30/traces.jsonl.gz`, `store/corpus/corpus.parquet`); each run gets a
+new warehouse file, reports and approvals folders and a configuration with linear gain, the five
+metrics and zero thresholds (so the checks pass and the deploy gate runs too). Rows: the
+partition with `dg.materialize` in a fresh interpreter (the call timed; importing Dagster and the
+definitions apart), and with `--cli` also the `dagster asset materialize` command as a whole
+process. Means are read back from the warehouse's `query_metrics`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    METRICS,
+    Row,
+    emit,
+    max_abs_diff,
+    oracle_means,
+    parse_args,
+    run_process,
+    run_worker,
+)
+from bench.generate import Dataset, dataset
+
+CONFIG = """\
+metrics = [{metrics}]
+gain = "linear"
+
+[thresholds]
+{thresholds}
+"""
+
+
+def prepare(ds: Dataset, name: str) -> tuple[Path, dict[str, str]]:
+    """A fresh run folder and the environment the definitions read."""
+    folder = ds.root / name
+    if folder.exists():
+        shutil.rmtree(folder)
+    (folder / "dagster_home").mkdir(parents=True)
+    config = folder / "bench_config.toml"
+    config.write_text(
+        CONFIG.format(
+            metrics=", ".join(f'"{m}"' for m in METRICS),
+            thresholds="\n".join(f'"{m}" = 0.0' for m in METRICS),
+        )
+    )
+    env = {
+        "RETRIEVAL_PIPELINE_STORE": str(ds.store),
+        "RETRIEVAL_PIPELINE_DB": str(folder / "warehouse.duckdb"),
+        "RETRIEVAL_PIPELINE_CONFIG": str(config),
+        "RETRIEVAL_PIPELINE_REPORTS": str(folder / "reports"),
+        "RETRIEVAL_PIPELINE_APPROVALS": str(folder / "approvals"),
+        "DAGSTER_HOME": str(folder / "dagster_home"),
+    }
+    return folder, env
+
+
+def dagster_command() -> str:
+    beside = Path(sys.executable).parent / "dagster"
+    found = str(beside) if beside.exists() else shutil.which("dagster")
+    if not found:
+        raise RuntimeError("dagster is not installed in this environment")
+    return found
+
+
+def defs_ready() -> bool:
+    from bench.common import REPO
+
+    return (REPO / "retrieval_pipeline" / "defs" / "__init__.py").is_file()
+
+
+def measure(
+    sizes: list[int],
+    seed: int = 7,
+    repeat: int = 1,
+    data_root: Path | None = None,
+    cli: bool = False,
+):
+    rows: list[Row] = []
+    if not defs_ready():
+        raise RuntimeError("retrieval_pipeline/defs/__init__.py does not exist yet")
+    for size in sizes:
+        ds = dataset(size, seed, data_root)
+        oracle = oracle_means(ds)
+        day = ds.day.isoformat()
+        _, env = prepare(ds, "nightly_materialize")
+        db = env["RETRIEVAL_PIPELINE_DB"]
+        result, proc = run_worker("nightly", "--day", day, "--db", db, env=env)
+        if not result["success"]:
+            raise RuntimeError(
+                f"nightly partition at {size} failed: steps {result['failed_steps']}, "
+                f"checks {result['checks']}"
+            )
+        slowest = sorted(result["step_s"].items(), key=lambda kv: -kv[1])[:3]
+        rows.append(
+            Row(
+                "(c) nightly partition",
+                "dg.materialize, all assets and checks, JSONL.gz",
+                size,
+                result["wall_s"],
+                proc.wall_s,
+                proc.peak_rss_mib,
+                max_abs_diff(result["means"], oracle, f"nightly at {size}"),
+                result["means"],
+                note=f"imports {result['import_s']:.1f} s not in wall; "
+                f"{sum(result['checks'].values())}/{len(result['checks'])} checks passed; "
+                "slowest steps: " + ", ".join(f"{k} {v:.1f} s" for k, v in slowest),
+            )
+        )
+        if not cli:
+            continue
+        _, env = prepare(ds, "nightly_cli")
+        cmd = [
+            dagster_command(), "asset", "materialize", "-m", "retrieval_pipeline.defs",
+            "--select", "*", "--partition", day,
+        ]  # fmt: skip
+        proc = run_process(cmd, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+        means, _ = run_worker("db_means", "--day", day, "--db", env["RETRIEVAL_PIPELINE_DB"])
+        rows.append(
+            Row(
+                "(c) nightly partition",
+                "dagster asset materialize --select '*', JSONL.gz",
+                size,
+                proc.wall_s,
+                proc.wall_s,
+                proc.peak_rss_mib,
+                max_abs_diff(means["means"], oracle, f"dagster CLI at {size}"),
+                means["means"],
+                note="whole process",
+            )
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = "--cli" in (argv if argv is not None else sys.argv[1:])
+    rest = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--cli"]
+    args = parse_args(__doc__.splitlines()[0], rest)
+    emit(measure(args.sizes, args.seed, args.repeat, cli=cli), args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+-- PROPOSAL (bench/proposals/README.md): the per-trace table of `engine.query_metrics_wide` built
+-- in DuckDB instead of a pandas pivot of the long rows: one row per trace, in input order, with
+-- the metric values as a list aligned with $metric_names (null where a metric is absent), which
+-- the caller splits into columns in Arrow. Parameters: $start_date, $end_date, $metric_names.
+
+with
+
+stale_counts as (
+    select
+        partition_date,
+        trace_id,
+        count(*) filter (where stale_reason is not null) as n_stale_labels
+    from labels
+    where partition_date between $start_date and $end_date
+    group by partition_date, trace_id
+),
+
+per_trace as (
+    select
+        query_metrics.partition_date,
+        query_metrics.trace_id,
+        any_value(query_metrics.n_relevant) as n_relevant,
+        map(list(query_metrics.metric), list(query_metrics.value)) as by_metric
+    from query_metrics
+    where query_metrics.partition_date between $start_date and $end_date
+    group by query_metrics.partition_date, query_metrics.trace_id
+),
+
+final as (
+    select
+        traces.trace_id,
+        traces.query_id,
+        traces.segment,
+        traces.variant,
+        len(traces.retrieved_ids) as n_retrieved,
+        per_trace.n_relevant,
+        coalesce(stale_counts.n_stale_labels, 0) as n_stale_labels,
+        list_transform(
+            $metric_names::varchar [], lambda name: per_trace.by_metric[name]
+        ) as metric_values
+    from per_trace
+    inner join traces
+        on
+            per_trace.partition_date = traces.partition_date
+            and per_trace.trace_id = traces.trace_id
+    left join stale_counts
+        on
+            per_trace.partition_date = stale_counts.partition_date
+            and per_trace.trace_id = stale_counts.trace_id
+    order by traces.source_file, traces.source_line, traces.partition_date
+)
+
+select * from final
