@@ -1,0 +1,225 @@
+"""`dagster asset materialize` runs as separate processes that a test can watch and kill.
+
+Each run is the Dagster CLI (`dagster._cli.main`) with the given arguments, in its own process
+with its own environment and log file, so SIGKILL ends it exactly as it would end a nightly run.
+Starting the CLI costs several seconds of imports (Dagster, SciPy, pandas) before the first step;
+to keep the fault tests inside CI's time budget, one warm server process pays them once and
+forks a fresh child per run. The server is single-threaded when it forks (BLAS and Arrow thread
+pools are disabled in its environment), and a child never returns to the server's code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The server: imports once, then forks one child per request read from stdin. Replies on stdout:
+# {"id", "pid"} when a child starts, {"id", "status"} when it ends (negative: killed by signal).
+_SERVER = r"""
+import json, os, select, sys, time
+import dagster._cli
+import retrieval_pipeline.defs  # noqa: F401  (the definitions, loaded once)
+import dagster as dg
+
+# the instance's storage modules (SQLite, SQLAlchemy, Alembic) load on first use: load them here
+dg.DagsterInstance.get().dispose()
+
+if os.environ.get("RUNS_WITHOUT_HTML_REPORT"):
+    import retrieval_pipeline.trend
+    retrieval_pipeline.trend.write_regression_html = lambda *args, **kwargs: None
+
+def child(request):
+    os.environ.update(request["env"])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.argv = ["dagster", *request["args"]]
+    code = 0
+    try:
+        dagster._cli.main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+def reply(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+children = {}
+pending = b""
+reply({"ready": True})
+open_input = True
+while open_input or children:
+    readable = select.select([0], [], [], 0.02)[0] if open_input else time.sleep(0.02)
+    if readable:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            open_input = False
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                child(request)
+            children[pid] = request["id"]
+            reply({"id": request["id"], "pid": pid})
+    while children:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            break
+        reply({"id": children.pop(pid), "status": os.waitstatus_to_exitcode(status)})
+"""
+
+STEP_START = re.compile(r'STEP_START - Started execution of step "([^"]+)"')
+STEP_SUCCESS = re.compile(r'STEP_SUCCESS - Finished execution of step "([^"]+)" in ([0-9.]+)(ms|s)')
+
+
+@dataclass
+class Run:
+    """One CLI run: its process id, its log, and its exit status once it ended."""
+
+    id: int
+    log: Path
+    pid: int = 0
+    status: int | None = None
+    started: threading.Event = field(default_factory=threading.Event)
+    ended: threading.Event = field(default_factory=threading.Event)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def wait_for_step(self, step: str, timeout: float = 120) -> float:
+        """Block until the run logs the start of `step`; the time.monotonic() it was seen."""
+        needle = f'STEP_START - Started execution of step "{step}"'
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.text():
+                return time.monotonic()
+            if self.ended.is_set():
+                raise AssertionError(f"the run ended before step {step}:\n{self.text()[-3000:]}")
+            time.sleep(0.005)
+        raise AssertionError(f"step {step} did not start within {timeout}s:\n{self.text()[-3000:]}")
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float = 300) -> int:
+        if not self.ended.wait(timeout):
+            raise AssertionError(f"the run did not end within {timeout}s:\n{self.text()[-3000:]}")
+        assert self.status is not None
+        return self.status
+
+    def step_seconds(self) -> dict[str, float]:
+        """How long each step that succeeded took, from the log."""
+        return {
+            step: float(value) / (1000 if unit == "ms" else 1)
+            for step, value, unit in STEP_SUCCESS.findall(self.text())
+        }
+
+
+class ForkServer:
+    """A warm process that starts CLI runs; `env` holds what every run shares.
+
+    With `html_report=False` the regression report's HTML page (`trend.write_regression_html`)
+    is not drawn: it takes 3 s per day on a quiet machine and far more on a busy one, reads the
+    warehouse inside the same step and connection, and has its own tests; the Markdown and
+    JSON reports, the tables and the approval records, which the fault tests check, are
+    written as usual."""
+
+    def __init__(self, env: dict[str, str], html_report: bool = True) -> None:
+        server_env = os.environ | env
+        if not html_report:
+            server_env["RUNS_WITHOUT_HTML_REPORT"] = "1"
+        # one thread in the server when it forks
+        server_env |= {
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "ARROW_DEFAULT_MEMORY_POOL": "system",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _SERVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=server_env,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        self._runs: dict[int, Run] = {}
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self._ready.wait(120):
+            raise AssertionError("the run server did not start")
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            message = json.loads(line)
+            if message.get("ready"):
+                self._ready.set()
+                continue
+            with self._lock:
+                run = self._runs[message["id"]]
+            if "pid" in message:
+                run.pid = message["pid"]
+                run.started.set()
+            else:
+                run.status = message["status"]
+                run.ended.set()
+
+    def start(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> Run:
+        with self._lock:
+            run = Run(id=len(self._runs), log=log)
+            self._runs[run.id] = run
+        request = {"id": run.id, "args": args, "log": str(log), "env": env or {}}
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        if not run.started.wait(30):
+            raise AssertionError("the run server did not start the run")
+        return run
+
+    def close(self) -> None:
+        for run in self._runs.values():
+            if not run.ended.is_set():
+                with contextlib.suppress(ProcessLookupError):
+                    run.kill()
+        if self._process.stdin:
+            self._process.stdin.close()
+        try:
+            self._process.wait(30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+def materialize_args(
+    select: str, partition: str | None = None, range_: str | None = None
+) -> list[str]:
+    args = ["asset", "materialize", "-m", "retrieval_pipeline.defs", "--select", select]
+    if partition:
+        args += ["--partition", partition]
+    if range_:
+        args += ["--partition-range", range_]
+    return args
