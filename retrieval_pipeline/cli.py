@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from retrieval_pipeline.cli_options import gain_option, metrics_option, relevance_level_option
+
 if TYPE_CHECKING:
     from retrieval_pipeline.evaluation import EvaluationRun
 
@@ -61,26 +63,9 @@ def sample(out_dir: Path, days: int, seed: int, end_date: object) -> None:
     help="Corpus snapshot (.parquet or .csv: doc_id, added_at, deleted_at); labels of "
     "documents not in it are stale and dropped.",
 )
-@click.option(
-    "--metrics",
-    default="ndcg@10,mrr,precision@5,recall@20,map",
-    show_default=True,
-    help="Comma-separated metric names (ir_measures spellings accepted).",
-)
-@click.option(
-    "--gain",
-    type=click.Choice(["exponential", "linear"]),
-    default="exponential",
-    show_default=True,
-    help="nDCG gain: 2^grade - 1, or the grade (trec_eval).",
-)
-@click.option(
-    "--relevance-level",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="Lowest grade that counts as relevant.",
-)
+@metrics_option("ndcg@10,mrr,precision@5,recall@20,map")
+@gain_option
+@relevance_level_option
 @click.option(
     "--output",
     type=click.Path(path_type=Path),

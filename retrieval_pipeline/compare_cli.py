@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from retrieval_pipeline.cli_options import gain_option, metrics_option, relevance_level_option
 from retrieval_pipeline.metrics import DEFAULT_METRICS
 
 if TYPE_CHECKING:
@@ -97,32 +98,15 @@ def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--control", required=True, help="Variant name of the control arm.")
 @click.option("--candidate", required=True, help="Variant name of the candidate arm.")
-@click.option(
-    "--metrics",
-    default=",".join(DEFAULT_METRICS),
-    show_default=True,
-    help="Comma-separated metric names (ir_measures spellings accepted).",
-)
+@metrics_option(",".join(DEFAULT_METRICS))
 @click.option(
     "--corpus",
     type=click.Path(path_type=Path),
     default=None,
     help="Corpus snapshot (.parquet or .csv); labels of documents not in it are stale.",
 )
-@click.option(
-    "--gain",
-    type=click.Choice(["exponential", "linear"]),
-    default="exponential",
-    show_default=True,
-    help="nDCG gain: 2^grade - 1, or the grade (trec_eval).",
-)
-@click.option(
-    "--relevance-level",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="Lowest grade that counts as relevant.",
-)
+@gain_option
+@relevance_level_option
 @click.option(
     "--alpha",
     type=float,

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 import click
 
+from retrieval_pipeline.cli_options import gain_option, metrics_option, relevance_level_option
 from retrieval_pipeline.metrics import MetricConfigError
 from retrieval_pipeline.monitoring import (
     Alert,
@@ -225,12 +226,7 @@ def _build_config(
     show_default=True,
     help="With --window-seconds: keep a window open this long past its end for late traces.",
 )
-@click.option(
-    "--metrics",
-    default=",".join(_DEFAULTS.metrics),
-    show_default=True,
-    help="Comma-separated metric names (ir_measures spellings accepted).",
-)
+@metrics_option(",".join(_DEFAULTS.metrics))
 @click.option(
     "--sample-rate",
     type=click.FloatRange(0.0, 1.0),
@@ -275,20 +271,8 @@ def _build_config(
     show_default=True,
     help="Labelled traces a window needs to count as evidence (sampled traces, for coverage).",
 )
-@click.option(
-    "--gain",
-    type=click.Choice(["exponential", "linear"]),
-    default=_DEFAULTS.gain,
-    show_default=True,
-    help="nDCG gain: 2^grade - 1, or the grade (trec_eval).",
-)
-@click.option(
-    "--relevance-level",
-    type=float,
-    default=_DEFAULTS.relevance_level,
-    show_default=True,
-    help="Lowest grade that counts as relevant.",
-)
+@gain_option
+@relevance_level_option
 @click.option(
     "--fail-on-alert",
     is_flag=True,
