@@ -1,7 +1,7 @@
 """(b) `evaluate` end to end: the Python API in process and the `retrieval-pipeline evaluate`
 command as a whole process.
 
-    /tmp/venv/bin/python bench/evaluate_e2e.py --sizes 10000,100000 [--repeat 3]
+    python bench/evaluate_e2e.py --sizes 10000,100000 [--repeat 3]
 
 Rows: `run_evaluation` on JSONL.gz in a fresh interpreter (the call timed, imports apart); the
 command on JSONL.gz and on plain JSONL (start-up, imports and all), with the corpus, linear gain

@@ -1,6 +1,6 @@
 """(d) The floor: a plain DuckDB scan of the same Parquet that touches every list element.
 
-    /tmp/venv/bin/python bench/floor.py --sizes 10000,100000 [--repeat 3]
+    python bench/floor.py --sizes 10000,100000 [--repeat 3]
 
 Two queries, each in a fresh process per size: the sum of list lengths (reads every list), and a
 `list_position` of every label in its trace's `retrieved_ids` (the lookups any metric needs).

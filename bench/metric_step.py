@@ -1,6 +1,6 @@
 """(a) The metric step alone: `engine.compute_query_metrics` on traces ingested from Parquet.
 
-    /tmp/venv/bin/python bench/metric_step.py --sizes 10000,100000 [--repeat 3]
+    python bench/metric_step.py --sizes 10000,100000 [--repeat 3]
 
 Each size runs in a fresh process: ingest the Parquet file, load the corpus and build the labels
 (untimed), then time only the metric SQL (`sql/fct_query_metrics.sql`, linear gain). The same

@@ -1,6 +1,6 @@
 """(c) One nightly partition end to end through Dagster: every asset and every check.
 
-    /tmp/venv/bin/python bench/nightly.py --sizes 10000,100000 [--cli]
+    python bench/nightly.py --sizes 10000,100000 [--cli]
 
 The trace store is the generated day laid out as the pipeline reads it
 (`store/traces/date=2026-11-30/traces.jsonl.gz`, `store/corpus/corpus.parquet`); each run gets a

@@ -1,8 +1,8 @@
 """Where the time goes: engine stages, CTE-by-CTE cost of the two heavy statements, EXPLAIN
 ANALYZE of the metric SQL, and optionally py-spy over the `evaluate` command.
 
-    /tmp/venv/bin/python bench/profile_hotspots.py --size 100000 [--py-spy]
-    /tmp/venv/bin/python bench/profile_hotspots.py --size 10000 --nightly
+    python bench/profile_hotspots.py --size 100000 [--py-spy]
+    python bench/profile_hotspots.py --size 10000 --nightly
 
 Writes `bench/results/profile_n<N>.md` (`profile_nightly_n<N>.md` with --nightly) and the EXPLAIN
 ANALYZE text beside it; raw py-spy samples go to `bench/data/`. A statement "cut at a CTE" is the

@@ -1,6 +1,6 @@
 """(e) The reference tools on the same traces: a plain pytrec_eval script, and ranx.
 
-    /tmp/venv/bin/python bench/reference_tools.py --sizes 10000,100000
+    python bench/reference_tools.py --sizes 10000,100000
 
 pytrec_eval (trec_eval in C): json.loads per line, a qrels and a run dict per trace (score =
 -rank, first occurrence of a repeated id kept, stale labels dropped against the corpus), evaluate;

@@ -1,7 +1,7 @@
 """Run every measurement at the given sizes and write `bench/results/latest.md`.
 
-    /tmp/venv/bin/python bench/run_all.py --sizes 10000,100000 --repeat 3
-    /tmp/venv/bin/python bench/run_all.py --sizes 1000000 --measurements e,a,d,b
+    python bench/run_all.py --sizes 10000,100000 --repeat 3
+    python bench/run_all.py --sizes 1000000 --measurements e,a,d,b
 
 Measurements: e (pytrec_eval, the oracle, and ranx up to 100k), a (metric step), d (floor),
 b (evaluate end to end), c (nightly partition through Dagster). Default: all of them up to 100k

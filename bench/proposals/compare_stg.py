@@ -1,6 +1,6 @@
 """Before/after of a proposed rewrite of `sql/stg_trace_records.sql`: identical rows, time.
 
-    /tmp/venv/bin/python bench/proposals/compare_stg.py --size 100000 --repeat 3 \
+    python bench/proposals/compare_stg.py --size 100000 --repeat 3 \
         bench/proposals/stg_trace_records_narrow_duplicates.sql
 
 Reads the benchmark's JSONL.gz plus a small file of bad and duplicated records (so every branch

@@ -1,6 +1,6 @@
 """What each JSON step of `sql/stg_trace_records.sql` costs on its own, per 100k traces.
 
-    /tmp/venv/bin/python bench/proposals/json_costs.py --size 100000
+    python bench/proposals/json_costs.py --size 100000
 
 Each expression is computed over the raw records of the benchmark's JSONL.gz into a temp table
 (so it is really evaluated), alone; the list expressions run on `retrieved_ids` as the statement
