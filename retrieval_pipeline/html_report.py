@@ -347,6 +347,15 @@ def segment_bars_figure(comparison: Comparison) -> Figure:
         ax.set_ylim(0, 1.05)
         ax.set_ylabel(chart_label(metric, 20))
         ax.grid(True, axis="y", alpha=0.3)
+    _label_segments_and_legend(figure, axes, segments, legend_columns=2)
+    return figure
+
+
+def _label_segments_and_legend(
+    figure: Figure, axes: Any, segments: Sequence[str], legend_columns: int | None
+) -> None:
+    """Segment names under the bottom panel, and one legend for every panel's series
+    (`legend_columns` None: one column per entry, at most 6)."""
     bottom = axes[-1][0]
     bottom.set_xticks(range(len(segments)))
     bottom.set_xticklabels([chart_label(segment_label(s), 18) for s in segments], rotation=20)
@@ -356,9 +365,11 @@ def segment_bars_figure(comparison: Comparison) -> Figure:
         unique.update(zip(labels, handles, strict=True))
     if unique:
         figure.legend(
-            list(unique.values()), list(unique.keys()), loc="outside upper center", ncols=2
+            list(unique.values()),
+            list(unique.keys()),
+            loc="outside upper center",
+            ncols=min(len(unique), 6) if legend_columns is None else legend_columns,
         )
-    return figure
 
 
 def forest_figure(comparison: Comparison) -> Figure:
@@ -756,20 +767,7 @@ def regression_bars_figure(rows: pd.DataFrame, metrics: Sequence[str]) -> Figure
         ax.set_ylim(0, 1.05)
         ax.set_ylabel(chart_label(metric, 20))
         ax.grid(True, axis="y", alpha=0.3)
-    bottom = axes[-1][0]
-    bottom.set_xticks(range(len(segments)))
-    bottom.set_xticklabels([chart_label(segment_label(s), 18) for s in segments], rotation=20)
-    unique: dict[str, Artist] = {}
-    for ax_row in axes:
-        handles, labels = ax_row[0].get_legend_handles_labels()
-        unique.update(zip(labels, handles, strict=True))
-    if unique:
-        figure.legend(
-            list(unique.values()),
-            list(unique.keys()),
-            loc="outside upper center",
-            ncols=min(len(unique), 6),
-        )
+    _label_segments_and_legend(figure, axes, segments, legend_columns=None)
     return figure
 
 
