@@ -13,3 +13,29 @@ case json_type_name
     when 'ARRAY' then 'a list'
     else lower(json_type_name)
 end;
+
+-- Position (1-based) of the first item of a JSON list that is not a non-empty string or an
+-- integer, 0 when there is none; `item_types` from json_type(list, '$[*]'), `item_texts` from
+-- json_extract_string(list, '$[*]'). Two list scans, no lambda over indexes (which is slow).
+create or replace temp macro first_bad_id_at(item_types, item_texts) as
+coalesce(
+    nullif(
+        least(
+            coalesce(
+                nullif(
+                    list_position(
+                        list_transform(
+                            item_types, lambda t: t in ('VARCHAR', 'BIGINT', 'UBIGINT')
+                        ),
+                        false
+                    ),
+                    0
+                ),
+                2147483647
+            ),
+            coalesce(nullif(list_position(item_texts, ''), 0), 2147483647)
+        ),
+        2147483647
+    ),
+    0
+);

@@ -24,16 +24,24 @@ parsed as (
         source_line,
         raw_record,
         read_error,
-        case when read_error is null and json_valid(raw_record) then raw_record::json end as doc
+        -- the text itself, not a ::json cast: the cast would parse every record once more
+        case when read_error is null and json_valid(raw_record) then raw_record end as doc
     from raw_records
+),
+
+doc_types as (
+    select
+        *,
+        -- valid JSON that starts with a brace is an object: no parse needed to know it
+        case when starts_with(doc, '{') then 'OBJECT' else json_type(doc) end as doc_type
+    from parsed
 ),
 
 fields as (
     select
         *,
-        json_type(doc) as doc_type,
         case
-            when json_type(doc) = 'OBJECT'
+            when doc_type = 'OBJECT'
                 then from_json(
                     doc,
                     '{"trace_id": "JSON", "query_id": "JSON", "timestamp": "JSON",
@@ -42,7 +50,7 @@ fields as (
                       "label_source": "JSON"}'
                 )
         end as f
-    from parsed
+    from doc_types
 ),
 
 typed as (
@@ -118,20 +126,8 @@ times as (
 item_checks as (
     select
         *,
-        list_position(
-            list_transform(
-                retrieved_item_types, lambda t, i: t in ('VARCHAR', 'BIGINT', 'UBIGINT')
-                and retrieved_raw[i] <> ''
-            ),
-            false
-        ) as bad_retrieved_at,
-        list_position(
-            list_transform(
-                relevant_item_types, lambda t, i: t in ('VARCHAR', 'BIGINT', 'UBIGINT')
-                and relevant_raw[i] <> ''
-            ),
-            false
-        ) as bad_relevant_at,
+        first_bad_id_at(retrieved_item_types, retrieved_raw) as bad_retrieved_at,
+        first_bad_id_at(relevant_item_types, relevant_raw) as bad_relevant_at,
         list_position(
             list_transform(
                 score_types,
@@ -295,7 +291,7 @@ sorted_ids as (
     select
         *,
         case
-            when len(list_distinct(retrieved_raw)) < len(retrieved_raw)
+            when list_unique(retrieved_raw) < len(retrieved_raw)
                 then list_sort(
                     list_transform(retrieved_raw, lambda d, i: struct_pack(d := d, i := i))
                 )
@@ -336,12 +332,14 @@ deduplicated as (
     from sorted_ids
 ),
 
-shaped as (
+-- materialized: read twice below, and recomputing the validation would double its cost
+shaped as materialized (
     select
         source_file,
         file_order,
         source_line,
-        raw_record,
+        -- the text is kept for a quarantined record only (a valid one is its typed columns)
+        case when verdict.reason is not null then raw_record end as raw_record,
         verdict.field as field,
         verdict.reason as reason,
         coalesce(
@@ -390,32 +388,52 @@ shaped as (
     from deduplicated
 ),
 
--- a trace_id seen before (earlier file, then earlier line) quarantines the later record
-first_seen as (
+-- a trace_id seen before (earlier file, then earlier line) quarantines the later record; found
+-- over the narrow columns only, so the window does not carry the id lists
+repeated_trace_ids as (
     select
-        *,
-        first_value(source_file) over by_trace as first_file,
-        first_value(source_line) over by_trace as first_line,
-        row_number() over by_trace as occurrence
-    from shaped
-    where reason is null
-    window by_trace as (partition by trace_id order by file_order, source_line)
+        seen.file_order,
+        seen.source_line,
+        seen.first_file,
+        seen.first_line,
+        raw_records.raw_record
+    from (
+        select
+            file_order,
+            source_line,
+            first_value(source_file) over by_trace as first_file,
+            first_value(source_line) over by_trace as first_line,
+            row_number() over by_trace as occurrence
+        from shaped
+        where reason is null
+        window by_trace as (partition by trace_id order by file_order, source_line)
+    ) as seen
+    inner join raw_records
+        on seen.file_order = raw_records.file_order and seen.source_line = raw_records.source_line
+    where seen.occurrence > 1
 ),
 
 final as (
-    select * exclude (first_file, first_line, occurrence)
-        replace (
-            case when occurrence > 1 then 'trace_id' end as field,
+    select
+        shaped.* replace (
+            case when repeated.first_file is not null then 'trace_id' else shaped.field end
+                as field,
             case
-                when occurrence > 1
-                    then 'duplicate trace_id ' || left(trace_id, 80) || ' (first seen at '
-                    || first_file || ' line ' || first_line::varchar || ')'
+                when repeated.first_file is not null
+                    then 'duplicate trace_id ' || left(shaped.trace_id, 80) || ' (first seen at '
+                    || repeated.first_file || ' line ' || repeated.first_line::varchar || ')'
+                else shaped.reason
             end as reason,
-            outside_partition_day and occurrence = 1 as outside_partition_day
+            case
+                when repeated.first_file is not null then repeated.raw_record
+                else shaped.raw_record
+            end as raw_record,
+            shaped.outside_partition_day and repeated.first_file is null
+                as outside_partition_day
         )
-    from first_seen
-    union all
-    select * from shaped where reason is not null
+    from shaped
+    left join repeated_trace_ids as repeated
+        on shaped.file_order = repeated.file_order and shaped.source_line = repeated.source_line
 )
 
 select * from final
