@@ -15,6 +15,21 @@ stale_counts as (
     group by partition_date, trace_id
 ),
 
+-- the list's length before the join, so the join does not carry the id lists
+trace_rows as (
+    select
+        partition_date,
+        trace_id,
+        query_id,
+        segment,
+        variant,
+        len(retrieved_ids) as n_retrieved,
+        source_file,
+        source_line
+    from traces
+    where partition_date between $start_date and $end_date
+),
+
 per_trace as (
     select
         query_metrics.partition_date,
@@ -32,14 +47,14 @@ final as (
         traces.query_id,
         traces.segment,
         traces.variant,
-        len(traces.retrieved_ids) as n_retrieved,
+        traces.n_retrieved,
         per_trace.n_relevant,
         coalesce(stale_counts.n_stale_labels, 0) as n_stale_labels,
         list_transform(
             $metric_names::varchar[], lambda name: per_trace.by_metric[name]
         ) as metric_values
     from per_trace
-    inner join traces
+    inner join trace_rows as traces
         on
             per_trace.partition_date = traces.partition_date
             and per_trace.trace_id = traces.trace_id
