@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval_pipeline import engine
+from retrieval_pipeline import engine, readers
 from retrieval_pipeline.evaluation import run_evaluation
 from retrieval_pipeline.readers import TraceFileError
 from retrieval_pipeline.records import RecordError, parse_line
@@ -213,6 +213,58 @@ def test_bom_blank_lines_crlf_and_invalid_utf8(tmp_path: Path) -> None:
     bad = run.quarantine.iloc[0]
     assert bad.source_line == 4
     assert bad.reason.startswith("invalid UTF-8 at byte ")
+
+
+# Pieces of JSON-lines files: clean lines, and each kind that needs the line-by-line reader.
+_LINE_PIECES = [
+    b'{"trace_id": "a"}',
+    b"",
+    b"  ",
+    b'\t{"b": 2}',
+    b"x\xff",
+    b"\xef\xbb\xbf{}",
+    b'{"c": "\xc3\xa9\xe4\xb8\xad"}',
+    b"{}\r",
+    b"[]",
+    b"not json",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_LINE_PIECES), max_size=8),
+    st.booleans(),
+)
+def test_clean_file_reader_gives_the_rows_of_the_line_by_line_reader(
+    pieces: list[bytes], final_newline: bool
+) -> None:
+    data = b"\n".join(pieces) + (b"\n" if final_newline else b"")
+    expected = [
+        (line, text, error) for _, _, line, text, error in readers._jsonl_rows(data, "f", 3, None)
+    ]
+    table = readers.jsonl_table(data, "f", 3)
+    got = list(
+        zip(
+            table.column("source_line").to_pylist(),
+            table.column("raw_record").to_pylist(),
+            table.column("read_error").to_pylist(),
+            strict=True,
+        )
+    )
+    assert got == expected
+    assert set(table.column("source_file").to_pylist()) <= {"f"}
+    assert set(table.column("file_order").to_pylist()) <= {3}
+
+
+def test_clean_file_reader_takes_only_files_it_reads_exactly() -> None:
+    clean = b'{"a": 1}\n\n{"b": "\xc3\xa9"}\n[3]'
+    table = readers._clean_jsonl_table(clean, "f", 0)
+    assert table is not None
+    assert table.column("source_line").to_pylist() == [1, 3, 4]
+    assert table.column("raw_record").to_pylist() == ['{"a": 1}', '{"b": "\u00e9"}', "[3]"]
+    # a byte-order mark, a carriage return, a line that starts with whitespace, invalid UTF-8
+    for other in (b"\xef\xbb\xbf{}\n", b"{}\r\n", b"{}\n\t{}\n", b"{}\n\xff\n"):
+        assert readers._clean_jsonl_table(other, "f", 0) is None, other
 
 
 def test_empty_file_and_only_blank_lines(tmp_path: Path) -> None:
