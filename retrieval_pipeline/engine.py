@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -181,6 +182,69 @@ def _rows_as_json(
     return raw.cast(readers.RAW_SCHEMA)
 
 
+def _lists_that_may_repeat(ids: pa.ListArray) -> np.ndarray:
+    """Rows whose list may hold an id twice: two items of one list with the same length and the
+    same last 8 bytes. Every real repeat is among them; a false alarm only costs an exact look."""
+    items = ids.flatten()
+    if len(items) == 0:
+        return np.zeros(0, dtype=np.int64)
+    offset_type = np.int64 if pa.types.is_large_string(items.type) else np.int32
+    offsets = np.frombuffer(items.buffers()[1], dtype=offset_type)
+    offsets = offsets[items.offset : items.offset + len(items) + 1]
+    # 8 zero bytes first, so the 8-byte window that ends where an item ends is always inside
+    data = np.concatenate((np.zeros(8, np.uint8), np.frombuffer(items.buffers()[2], np.uint8)))
+    windows = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    lengths = np.diff(offsets)
+    keys = windows[offsets[1:]]  # the 8 bytes before each item's end, its own last
+    # keep the item's own bytes only: the window's first 8 - length bytes belong to others
+    short = np.flatnonzero(lengths < 8)
+    keys[short] >>= (8 * (8 - lengths[short])).astype(np.uint64)
+    keys[lengths == 0] = 0
+    # mix in the length, keep the top 32 bits, and put the row number above them (in place:
+    # these arrays hold one number per retrieved id)
+    keys *= np.uint64(0x9E3779B97F4A7C15)  # wraps, as meant
+    np.add(keys, lengths, out=keys, casting="unsafe")
+    keys >>= np.uint64(32)
+    keys |= np.repeat(
+        np.arange(len(ids), dtype=np.uint64) << np.uint64(32),
+        pc.list_value_length(ids).fill_null(0).to_numpy(zero_copy_only=False),
+    )
+    keys.sort()
+    equal = keys[1:][keys[1:] == keys[:-1]]
+    return np.unique(equal >> np.uint64(32)).astype(np.int64)
+
+
+def keep_first_occurrences(staged: pa.Table) -> pa.Table:
+    """`staged` (rows of sql/stg_trace_records.sql) with each list's repeated retrieved ids
+    dropped after their first occurrence and `n_duplicate_ids` counting them.
+
+    Done here, vectorized, because DuckDB's per-list distinct or sort costs as much as the rest
+    of the validation (bench/README.md, "Where the time goes"): the few lists that may repeat an
+    id are found at once, then walked exactly."""
+    ids = staged.column("retrieved_ids").combine_chunks()
+    offsets = ids.offsets.to_numpy()
+    keep = np.ones(len(ids.values), dtype=bool)
+    dropped = np.zeros(staged.num_rows, dtype=np.int32)
+    for row in _lists_that_may_repeat(ids):
+        start, end = int(offsets[row]), int(offsets[row + 1])
+        seen: set[object] = set()
+        for position, doc_id in enumerate(ids.values.slice(start, end - start).to_pylist()):
+            if doc_id in seen:
+                keep[start + position] = False
+            seen.add(doc_id)
+        dropped[row] = end - start - int(keep[start:end].sum())
+    if dropped.any():
+        kept_before = np.concatenate(([0], np.cumsum(keep)))
+        ids = pa.ListArray.from_arrays(
+            pa.array(kept_before[offsets].astype(np.int32)),
+            ids.values.filter(pa.array(keep)),
+            mask=ids.is_null(),
+        )
+    index = staged.column_names.index("retrieved_ids")
+    staged = staged.set_column(index, "retrieved_ids", ids)
+    return staged.append_column("n_duplicate_ids", pa.array(dropped))
+
+
 def ingest_traces(
     conn: duckdb.DuckDBPyConnection,
     source: TraceSource,
@@ -201,6 +265,7 @@ def ingest_traces(
             load_sql("stg_trace_records"), params={"partition_date": partition_date}
         ).to_arrow_table()
     del raw
+    staged = keep_first_occurrences(staged)
     with registered(conn, "stg_trace_records", staged):
         if partition_date is not None:
             dates = [partition_date]

@@ -8,7 +8,9 @@
 -- failing rule in field order decides the reason, so every record gets exactly one verdict.
 -- The same rules, for one record in Python: retrieval_pipeline/records.py (tests hold them equal).
 -- Ids may be JSON strings or integers and compare as strings (7 and "7" are one document);
--- retrieved_ids keeps the first occurrence of a repeated id and counts the later ones.
+-- retrieved_ids is the list as given: engine.keep_first_occurrences then drops a repeated id's
+-- later occurrences and counts them in n_duplicate_ids (a distinct or sort per list in DuckDB
+-- would cost as much as the rest of this statement).
 -- A timestamp must be an ISO 8601 date, optionally with a time and an offset (no offset: UTC),
 -- within years 0001..9999 once in UTC. A field given twice in one record: the first counts (as
 -- in from_json); a document graded twice in relevance_scores is quarantined.
@@ -281,21 +283,12 @@ verdicts as (
     from item_checks
 ),
 
--- Sorted lists instead of a search per element, so that 100k-id lists stay fast (a
--- list_position per id would be quadratic):
--- id_ranks: (id, rank) sorted by id, only for lists that hold a repeat; the first of each run of
--- equal ids is its first occurrence.
 -- label_ids: graded ids then relevant ids, sorted by id, only when a record has both; a
--- relevant id right after its own grade is already a label.
+-- relevant id right after its own grade is already a label (sorted, not a search per id, so that
+-- long lists stay fast).
 sorted_ids as (
     select
         *,
-        case
-            when list_unique(retrieved_raw) < len(retrieved_raw)
-                then list_sort(
-                    list_transform(retrieved_raw, lambda d, i: struct_pack(d := d, i := i))
-                )
-        end as id_ranks,
         case
             when len(score_keys) > 0 and len(relevant_raw) > 0
                 then list_sort(
@@ -311,25 +304,6 @@ sorted_ids as (
                 )
         end as label_ids
     from verdicts
-),
-
-deduplicated as (
-    select
-        *,
-        -- keep the first occurrence of a repeated id, in rank order
-        case
-            when id_ranks is null then retrieved_raw
-            else list_transform(
-                list_sort(
-                    list_transform(
-                        list_filter(id_ranks, lambda p, k: k = 1 or id_ranks[k - 1].d <> p.d),
-                        lambda p: p.i
-                    )
-                ),
-                lambda i: retrieved_raw[i]
-            )
-        end as retrieved_ids
-    from sorted_ids
 ),
 
 -- materialized: read twice below, and recomputing the validation would double its cost
@@ -352,8 +326,7 @@ shaped as materialized (
         coalesce(json_extract_string(f.segment, '$'), 'unknown') as segment,
         coalesce(json_extract_string(f.variant, '$'), 'default') as variant,
         json_extract_string(f.label_source, '$') as label_source,
-        retrieved_ids,
-        len(retrieved_raw) - len(retrieved_ids) as n_duplicate_ids,
+        retrieved_raw as retrieved_ids,
         coalesce(relevant_type = 'ARRAY' or scores_type = 'OBJECT', false) as is_judged,
         -- relevance_scores gives grades; relevant_ids adds grade 1 for ids it does not grade
         list_concat(
@@ -385,7 +358,7 @@ shaped as materialized (
         verdict.reason is null
         and $partition_date::date is not null
         and (served_at at time zone 'UTC')::date <> $partition_date::date as outside_partition_day
-    from deduplicated
+    from sorted_ids
 ),
 
 -- a trace_id seen before (earlier file, then earlier line) quarantines the later record; found

@@ -410,3 +410,35 @@ def test_read_equals_scored_plus_quarantined(tmp_path: Path, lines: list[str]) -
             seen.add(record.trace_id)
             expected_valid += 1
     assert run.ingest.valid == expected_valid
+
+
+# Ids that end alike (false alarms for the 8-byte screen), short ones, multi-byte UTF-8.
+_IDS = [
+    "a",
+    "b",
+    "7",
+    "",
+    "doc-00000001",
+    "xdoc-00000001",
+    "doc-00000002",
+    "é",
+    "中文-1",
+    "12345678",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_IDS), max_size=12)), max_size=12))
+def test_keep_first_occurrences_drops_later_repeats_only(lists: list[list[str] | None]) -> None:
+    staged = pa.table(
+        {"retrieved_ids": pa.array(lists, pa.list_(pa.string())), "x": range(len(lists))}
+    )
+    half = len(lists) // 2  # in two chunks, the second sliced, as DuckDB may hand them over
+    out = engine.keep_first_occurrences(
+        pa.concat_tables([staged.slice(0, half), staged.slice(half)])
+    )
+    expected = [None if ids is None else list(dict.fromkeys(ids)) for ids in lists]
+    assert out.column("retrieved_ids").to_pylist() == expected
+    dropped = [0 if ids is None else len(ids) - len(set(ids)) for ids in lists]
+    assert out.column("n_duplicate_ids").to_pylist() == dropped
+    assert out.column("x").to_pylist() == list(range(len(lists)))
