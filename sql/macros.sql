@@ -14,6 +14,16 @@ case json_type_name
     else lower(json_type_name)
 end;
 
+-- json_type of a JSON value, without parsing a list or an object whole: their first character
+-- says what they are (numbers still need json_type: an integer or one with a fraction).
+create or replace temp macro json_value_type(value) as
+case left(value::varchar, 1)
+    when '[' then 'ARRAY'
+    when '{' then 'OBJECT'
+    when '"' then 'VARCHAR'
+    else json_type(value)
+end;
+
 -- Position (1-based) of the first item of a JSON list that is not a non-empty string or an
 -- integer, 0 when there is none; `item_types` from json_type(list, '$[*]'), `item_texts` from
 -- json_extract_string(list, '$[*]'). Two list scans, no lambda over indexes (which is slow).

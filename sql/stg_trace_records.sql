@@ -61,16 +61,17 @@ typed as (
         json_type(f.trace_id) as trace_id_type,
         json_type(f.query_id) as query_id_type,
         json_type(f.timestamp) as timestamp_type,
-        json_type(f.retrieved_ids) as retrieved_type,
-        json_type(f.relevant_ids) as relevant_type,
-        json_type(f.relevance_scores) as scores_type,
+        -- the lists and the object by their first character: json_type would parse them whole
+        json_value_type(f.retrieved_ids) as retrieved_type,
+        json_value_type(f.relevant_ids) as relevant_type,
+        json_value_type(f.relevance_scores) as scores_type,
         json_type(f.segment) as segment_type,
         json_type(f.variant) as variant_type,
         json_type(f.label_source) as label_source_type,
-        case when json_type(f.retrieved_ids) = 'ARRAY' then f.retrieved_ids end as retrieved_json,
-        case when json_type(f.relevant_ids) = 'ARRAY' then f.relevant_ids end as relevant_json,
+        case when retrieved_type = 'ARRAY' then f.retrieved_ids end as retrieved_json,
+        case when relevant_type = 'ARRAY' then f.relevant_ids end as relevant_json,
         case
-            when json_type(f.relevance_scores) = 'OBJECT'
+            when scores_type = 'OBJECT'
                 then from_json(f.relevance_scores, '"MAP(VARCHAR, JSON)"')
         end as scores_map
     from fields
