@@ -109,14 +109,13 @@ def stages(ds: Dataset) -> tuple[list[tuple[str, float]], object]:
     raw = timed(
         "read + gunzip + split lines into Arrow (readers)", lambda: readers.read_jsonl_files(files)
     )
-    conn.register("raw_records", raw)
     stg = load_sql("stg_trace_records")
-    timed(
-        "validate (sql/stg_trace_records.sql)",
-        lambda: conn.execute(
-            "create or replace temp table stg_trace_records as " + stg, {"partition_date": None}
-        ),
+    engine.create_seen_trace_ids(conn)
+    staged = timed(
+        "validate (sql/stg_trace_records.sql) + repeated ids (engine.keep_first_occurrences)",
+        lambda: engine._stage_records(conn, raw, None),
     )
+    conn.register("stg_trace_records", staged)
 
     def insert() -> None:
         with engine.transaction(conn):
@@ -125,7 +124,7 @@ def stages(ds: Dataset) -> tuple[list[tuple[str, float]], object]:
 
     timed("insert traces + quarantine", insert)
     timed("ingest counts", lambda: conn.execute(load_sql("agg_ingest_counts")).fetchall())
-    conn.unregister("raw_records")
+    conn.unregister("stg_trace_records")
     timed("load corpus (1M docs)", lambda: engine.load_corpus(conn, ds.corpus))
     timed("labels + stale (sql/int_labels.sql)", lambda: engine.build_labels(conn, day, day, True))
     metrics = parse_metrics(list(METRICS))

@@ -66,10 +66,14 @@ def connect(database: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
 
 def prepare(conn: duckdb.DuckDBPyConnection) -> None:
     """Set the session up for the statements in sql/ and create missing tables."""
-    # A timestamp without an offset means UTC (the trace contract), whatever the machine says.
-    conn.execute("set TimeZone = 'UTC'")
+    _set_time_zone(conn)
     conn.execute(load_sql("schema"))
     conn.execute(load_sql("macros"))
+
+
+def _set_time_zone(conn: duckdb.DuckDBPyConnection) -> None:
+    # A timestamp without an offset means UTC (the trace contract), whatever the machine says.
+    conn.execute("set TimeZone = 'UTC'")
 
 
 @contextmanager
@@ -102,14 +106,10 @@ def registered(conn: duckdb.DuckDBPyConnection, name: str, table: object) -> Ite
 PARTITIONED_TABLES = ("traces", "quarantine", "labels", "query_metrics")
 
 
-def _delete_and_insert(
-    conn: duckdb.DuckDBPyConnection,
-    table: str,
-    dates: Sequence[date] | tuple[date, date],
-    statement: str,
-    params: dict[str, object] | None = None,
+def _delete_partitions(
+    conn: duckdb.DuckDBPyConnection, table: str, dates: Sequence[date] | tuple[date, date]
 ) -> None:
-    """Delete the partitions (a list of dates, or an inclusive `(start, end)` range) and insert."""
+    """Delete the partitions: a list of dates, or an inclusive `(start, end)` range."""
     if table not in PARTITIONED_TABLES:
         raise ValueError(f"{table!r} is not a partitioned warehouse table")
     if isinstance(dates, tuple):
@@ -122,7 +122,29 @@ def _delete_and_insert(
             f"delete from {table} where list_contains($dates, partition_date)",
             {"dates": list(dates)},
         )
+
+
+def _insert(
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    statement: str,
+    params: dict[str, object] | None = None,
+) -> None:
+    if table not in PARTITIONED_TABLES:
+        raise ValueError(f"{table!r} is not a partitioned warehouse table")
     conn.execute(f"insert into {table} by name " + load_sql(statement), params or {})
+
+
+def _delete_and_insert(
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    dates: Sequence[date] | tuple[date, date],
+    statement: str,
+    params: dict[str, object] | None = None,
+) -> None:
+    """Delete the partitions (a list of dates, or an inclusive `(start, end)` range) and insert."""
+    _delete_partitions(conn, table, dates)
+    _insert(conn, table, statement, params)
 
 
 def replace_partitions(
@@ -137,43 +159,87 @@ def replace_partitions(
         _delete_and_insert(conn, table, dates, statement, params)
 
 
-def _raw_records(conn: duckdb.DuckDBPyConnection, source: TraceSource) -> tuple[pa.Table, int]:
-    """Every record of `source` as raw JSON text with its file and line (or row), and the
-    number of files read."""
+# Rows of a Parquet file or an Arrow table validated at once (JSON lines go by
+# readers.PIECE_BYTES): the unit that keeps ingestion's memory flat in the size of a day.
+ROWS_PER_PIECE = 50_000
+
+
+def _raw_record_pieces(
+    conn: duckdb.DuckDBPyConnection, source: TraceSource
+) -> tuple[int, Iterator[pa.Table]]:
+    """The number of files, and every record of `source` as raw JSON text with its file and
+    line (or row), a piece at a time, in file then line order."""
     if isinstance(source, pd.DataFrame):
         # pandas' own JSON keeps dict columns as objects (Arrow would make them wide structs).
         text = source.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
-        return readers.jsonl_table(text.encode("utf-8"), "<DataFrame>"), 1
+        return 1, iter([readers.jsonl_table(text.encode("utf-8"), "<DataFrame>")])
     if isinstance(source, pa.Table):
-        return _rows_as_raw(conn, source, "<Arrow table>", 0), 1
+        return 1, _table_pieces(conn, source)
     files = readers.discover(source)
-    parts = [readers.read_jsonl_files(files)]
-    for order, trace_file in enumerate(files):
-        if trace_file.kind == "parquet":
-            rows = readers.parquet_table(trace_file.path)
-            parts.append(_rows_as_raw(conn, rows, str(trace_file.path), order))
-    return pa.concat_tables(parts), len(files)
+    return len(files), _file_pieces(conn, files)
+
+
+def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[pa.Table]:
+    with _converter(conn) as converter:
+        for start in range(0, rows.num_rows, ROWS_PER_PIECE):
+            piece = rows.slice(start, ROWS_PER_PIECE)
+            yield _rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1)
+
+
+def _file_pieces(
+    conn: duckdb.DuckDBPyConnection, files: Sequence[readers.TraceFile]
+) -> Iterator[pa.Table]:
+    with _converter(conn) as converter:
+        for order, trace_file in enumerate(files):
+            if trace_file.kind == "jsonl":
+                yield from readers.jsonl_file_tables(trace_file.path, order)
+            else:
+                for first_row, rows in readers.parquet_pieces(trace_file.path, ROWS_PER_PIECE):
+                    yield _rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
+
+
+@contextmanager
+def _converter(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A second connection for turning rows into JSON: ingestion's transaction stays open on
+    `conn`, and a failed conversion (a map repeating a key, retried as text) must not abort it."""
+    converter = conn.cursor()
+    try:
+        _set_time_zone(converter)
+        yield converter
+    finally:
+        converter.close()
 
 
 def _rows_as_raw(
-    conn: duckdb.DuckDBPyConnection, rows: pa.Table, source_file: str, file_order: int
+    conn: duckdb.DuckDBPyConnection,
+    rows: pa.Table,
+    source_file: str,
+    file_order: int,
+    first_row: int = 1,
 ) -> pa.Table:
-    """Parquet or DataFrame rows as JSON text, so one set of rules validates every input."""
+    """Parquet or Arrow rows (numbered from `first_row`) as JSON text, so one set of rules
+    validates every input."""
     if "__source_row" in rows.column_names:
         raise readers.TraceFileError(f"{source_file}: column name __source_row is reserved")
     rows = readers.struct_scores_as_json(rows)
     try:
-        return _rows_as_json(conn, rows, source_file, file_order)
+        return _rows_as_json(conn, rows, source_file, file_order, first_row)
     except duckdb.InvalidInputException as exc:
         if "duplicate key" not in str(exc):
             raise
-        return _rows_as_json(conn, readers.maps_as_json(rows), source_file, file_order)
+        return _rows_as_json(conn, readers.maps_as_json(rows), source_file, file_order, first_row)
 
 
 def _rows_as_json(
-    conn: duckdb.DuckDBPyConnection, rows: pa.Table, source_file: str, file_order: int
+    conn: duckdb.DuckDBPyConnection,
+    rows: pa.Table,
+    source_file: str,
+    file_order: int,
+    first_row: int,
 ) -> pa.Table:
-    numbered = rows.append_column("__source_row", pa.array(range(1, rows.num_rows + 1)))
+    numbered = rows.append_column(
+        "__source_row", pa.array(range(first_row, first_row + rows.num_rows), pa.int64())
+    )
     with registered(conn, "raw_rows", numbered):
         raw = conn.sql(
             load_sql("stg_rows_as_json"),
@@ -250,50 +316,88 @@ def ingest_traces(
     source: TraceSource,
     partition_date: date | None = None,
 ) -> IngestCounts:
-    """Validate records into `traces`, the rest into `quarantine`.
+    """Validate records into `traces`, the rest into `quarantine`, a piece at a time (memory does
+    not grow with the input) and all in one transaction (a day is replaced whole or not at all).
 
     With `partition_date` (the trace store's day) every record is stored under that date and that
     date is replaced; the store's day is authoritative, so a valid record whose timestamp falls on
     another UTC day is kept there and counted (`outside_day`). Without, each record goes under the
     UTC date of its own timestamp and every date present is replaced.
     """
-    raw, n_files = _raw_records(conn, source)
+    n_files, pieces = _raw_record_pieces(conn, source)
+    read = valid = duplicates = outside = 0
+    replaced: set[date] = set()
+    create_seen_trace_ids(conn)
+    try:
+        with transaction(conn):
+            for raw in pieces:
+                staged = _stage_records(conn, raw, partition_date)
+                with registered(conn, "stg_trace_records", staged):
+                    dates = (
+                        [partition_date]
+                        if partition_date is not None
+                        else [
+                            row[0]
+                            for row in conn.execute(
+                                "select distinct partition_date from stg_trace_records"
+                                " where partition_date is not null"
+                            ).fetchall()
+                        ]
+                    )
+                    _replace_once(conn, dates, replaced)
+                    _insert(conn, "traces", "int_valid_traces")
+                    _insert(conn, "quarantine", "int_quarantined_records")
+                    conn.execute(
+                        "insert into seen_trace_ids select trace_id, file_order, source_file,"
+                        " source_line from stg_trace_records where reason is null"
+                    )
+                    row = conn.execute(load_sql("agg_ingest_counts")).fetchone()
+                    assert row is not None
+                    read, valid = read + int(row[0]), valid + int(row[1])
+                    duplicates, outside = duplicates + int(row[2]), outside + int(row[3])
+            if partition_date is not None:
+                _replace_once(conn, [partition_date], replaced)  # a day with no records at all
+    finally:
+        conn.execute("drop table if exists seen_trace_ids")
+    return IngestCounts(
+        files=n_files,
+        read=read,
+        valid=valid,
+        quarantined=read - valid,
+        duplicate_ids_dropped=duplicates,
+        outside_day=outside,
+    )
+
+
+def create_seen_trace_ids(conn: duckdb.DuckDBPyConnection) -> None:
+    """The valid trace_ids of an ingestion's earlier pieces, which sql/stg_trace_records.sql reads:
+    a later record repeating one is quarantined."""
+    conn.execute(
+        "create or replace temp table seen_trace_ids"
+        " (trace_id varchar, file_order integer, source_file varchar, source_line bigint)"
+    )
+
+
+def _stage_records(
+    conn: duckdb.DuckDBPyConnection, raw: pa.Table, partition_date: date | None
+) -> pa.Table:
+    """One piece of raw records validated (sql/stg_trace_records.sql), repeats dropped."""
     with registered(conn, "raw_records", raw):
         # Held as Arrow, not a DuckDB table: DuckDB 2.0 writes a persistent table several
-        # times faster from Arrow than from another table (bench/README.md, "Where the time goes").
+        # times faster from Arrow than from another table (bench/README.md).
         staged = conn.sql(
             load_sql("stg_trace_records"), params={"partition_date": partition_date}
         ).to_arrow_table()
-    del raw
-    staged = keep_first_occurrences(staged)
-    with registered(conn, "stg_trace_records", staged):
-        if partition_date is not None:
-            dates = [partition_date]
-        else:
-            dates = [
-                row[0]
-                for row in conn.execute(
-                    "select distinct partition_date from stg_trace_records"
-                    " where partition_date is not null"
-                ).fetchall()
-            ]
-        # One transaction for both tables: a record is in exactly one of them.
-        with transaction(conn):
-            _delete_and_insert(conn, "traces", dates, "int_valid_traces")
-            _delete_and_insert(conn, "quarantine", dates, "int_quarantined_records")
-        row = conn.execute(load_sql("agg_ingest_counts")).fetchone()
-        outside = conn.execute(
-            "select count(*) from stg_trace_records where outside_partition_day"
-        ).fetchone()
-    read, valid, duplicates = row if row else (0, 0, 0)
-    return IngestCounts(
-        files=n_files,
-        read=int(read),
-        valid=int(valid),
-        quarantined=int(read) - int(valid),
-        duplicate_ids_dropped=int(duplicates),
-        outside_day=int(outside[0]) if outside else 0,
-    )
+    return keep_first_occurrences(staged)
+
+
+def _replace_once(conn: duckdb.DuckDBPyConnection, dates: list[date], replaced: set[date]) -> None:
+    """Empty the partitions of `dates` not emptied yet by this ingestion."""
+    new = [d for d in dates if d not in replaced]
+    if new:
+        _delete_partitions(conn, "traces", new)
+        _delete_partitions(conn, "quarantine", new)
+        replaced.update(new)
 
 
 def load_corpus(conn: duckdb.DuckDBPyConnection, path: Path | None) -> int:

@@ -77,42 +77,93 @@ def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
     return found
 
 
-def _read_bytes(path: Path) -> tuple[bytes, str | None]:
-    """The file's bytes (decompressed), and an error if a gzip stream ended or broke early."""
+# Ingestion reads and validates a file in pieces of about this much text (about 40k traces of 100
+# ids), so that its memory does not grow with the size of a day.
+PIECE_BYTES = 64 * 2**20
+_READ_BYTES = 8 * 2**20
+
+
+@dataclass(frozen=True)
+class JsonlPiece:
+    """Whole lines of a JSON-lines file, decompressed: `data` starts at line `first_line` and ends
+    with a newline, except in the file's last piece, which carries `stream_error` when a gzip
+    stream ended or broke early (its last line was cut off)."""
+
+    data: bytes
+    first_line: int
+    at_file_start: bool
+    stream_error: str | None = None
+
+
+def jsonl_pieces(path: Path, piece_bytes: int | None = None) -> Iterator[JsonlPiece]:
+    """The file in pieces of whole lines; a gzip file is decompressed member by member, so that a
+    truncated or corrupt tail keeps every line before it."""
+    piece_bytes = piece_bytes or PIECE_BYTES
+    gzipped = path.name.lower().endswith(".gz")
     try:
-        raw = path.read_bytes()
+        handle = path.open("rb")
     except OSError as exc:
         raise TraceFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    if not path.name.lower().endswith(".gz"):
-        return raw, None
-    # An empty file holds no records; one cut inside the gzip header is a truncated stream.
-    if not b"\x1f\x8b".startswith(raw[:2]):
-        raise TraceFileError(f"{path}: not a gzip file (the name ends in .gz)")
-    # Decompress member by member so a truncated or corrupt tail keeps everything before it.
+    with handle:
+        # An empty file holds no records; one cut inside the gzip header is a truncated stream.
+        if gzipped and not b"\x1f\x8b".startswith(handle.read(2)):
+            raise TraceFileError(f"{path}: not a gzip file (the name ends in .gz)")
+        handle.seek(0)
+        inflater = zlib.decompressobj(wbits=31) if gzipped else None
+        pending = b""
+        first_line, at_start, read_any, error = 1, True, False, None
+        while error is None:
+            try:
+                block = handle.read(_READ_BYTES)
+            except OSError as exc:
+                raise TraceFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+            if not block:
+                break
+            read_any = True
+            if inflater is not None:
+                block, inflater, error = _inflate(block, inflater)
+            pending += block
+            cut = pending.rfind(b"\n", 0) + 1 if len(pending) >= piece_bytes else 0
+            if cut:
+                yield JsonlPiece(pending[:cut], first_line, at_start)
+                first_line += pending.count(b"\n", 0, cut)
+                pending, at_start = pending[cut:], False
+        if error is None and inflater is not None and read_any and not inflater.eof:
+            error = "the gzip stream is truncated; this record was cut off"
+        yield JsonlPiece(pending, first_line, at_start, error)
+
+
+def _inflate(
+    block: bytes, inflater: zlib._Decompress
+) -> tuple[bytes, zlib._Decompress, str | None]:
+    """Decompress one block of a gzip file, starting a new inflater at each member."""
     out = bytearray()
-    rest = raw
     try:
-        while rest:
-            inflater = zlib.decompressobj(wbits=31)
-            out += inflater.decompress(rest)
-            if not inflater.eof:
-                return bytes(out), "the gzip stream is truncated; this record was cut off"
-            rest = inflater.unused_data
+        while block:
+            if inflater.eof:  # another gzip member follows
+                inflater = zlib.decompressobj(wbits=31)
+            out += inflater.decompress(block)
+            block = inflater.unused_data if inflater.eof else b""
     except zlib.error as exc:
-        return bytes(out), f"the gzip stream is corrupt ({exc}); this record was cut off"
-    return bytes(out), None
+        return bytes(out), inflater, f"the gzip stream is corrupt ({exc}); this record was cut off"
+    return bytes(out), inflater, None
 
 
 def _jsonl_rows(
-    data: bytes, name: str, order: int, stream_error: str | None
+    data: bytes,
+    name: str,
+    order: int,
+    stream_error: str | None,
+    first_line: int = 1,
+    at_file_start: bool = True,
 ) -> Iterator[tuple[str, int, int, str, str | None]]:
-    if data.startswith(b"\xef\xbb\xbf"):
+    if at_file_start and data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     lines = data.split(b"\n")
     if stream_error is None and lines and lines[-1] == b"":
         lines.pop()
-    last = len(lines)
-    for number, line in enumerate(lines, start=1):
+    last = first_line + len(lines) - 1
+    for number, line in enumerate(lines, start=first_line):
         # a byte-order mark can also start a later line, where files were concatenated
         line = line.removesuffix(b"\r").removeprefix(b"\xef\xbb\xbf")
         cut_off = stream_error is not None and number == last
@@ -131,7 +182,7 @@ def _jsonl_rows(
 _WHITESPACE = np.frombuffer(b" \t\n\r\x0b\x0c", dtype=np.uint8)
 
 
-def _clean_jsonl_table(data: bytes, name: str, order: int) -> pa.Table | None:
+def _clean_jsonl_table(data: bytes, name: str, order: int, first_line: int = 1) -> pa.Table | None:
     """The same rows as `_jsonl_rows` for the common file, built in Arrow without a Python object
     per line; None when the file needs the line-by-line reader (a byte-order mark, a carriage
     return, a whitespace-only line, invalid UTF-8)."""
@@ -143,7 +194,7 @@ def _clean_jsonl_table(data: bytes, name: str, order: int) -> pa.Table | None:
     ends = np.concatenate((newlines, [len(data)]))
     if starts[-1] == len(data):  # the file ends with a newline: no line after it
         starts, ends = starts[:-1], ends[:-1]
-    numbers = np.arange(1, len(starts) + 1, dtype=np.int64)
+    numbers = np.arange(first_line, first_line + len(starts), dtype=np.int64)
     keep = ends > starts  # empty lines are not records
     starts, ends, numbers = starts[keep], ends[keep], numbers[keep]
     if len(starts) and np.isin(buffer[starts], _WHITESPACE).any():
@@ -171,14 +222,20 @@ def _clean_jsonl_table(data: bytes, name: str, order: int) -> pa.Table | None:
 
 
 def jsonl_table(
-    data: bytes, name: str, order: int = 0, stream_error: str | None = None
+    data: bytes,
+    name: str,
+    order: int = 0,
+    stream_error: str | None = None,
+    first_line: int = 1,
+    at_file_start: bool = True,
 ) -> pa.Table:
-    """Raw records of JSON-lines bytes; `stream_error` marks the last line as cut off."""
+    """Raw records of JSON-lines bytes whose first line is `first_line`; `stream_error` marks
+    the last line as cut off."""
     if stream_error is None:
-        clean = _clean_jsonl_table(data, name, order)
+        clean = _clean_jsonl_table(data, name, order, first_line)
         if clean is not None:
             return clean
-    rows = list(_jsonl_rows(data, name, order, stream_error))
+    rows = list(_jsonl_rows(data, name, order, stream_error, first_line, at_file_start))
     columns: list[list[object]] = [[row[i] for row in rows] for i in range(len(RAW_SCHEMA))]
     return pa.Table.from_arrays(
         [pa.array(col, type=f.type) for col, f in zip(columns, RAW_SCHEMA, strict=True)],
@@ -192,13 +249,37 @@ def parquet_table(path: Path) -> pa.Table:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise TraceFileError(f"{path}: not a readable Parquet file ({exc})") from exc
-    missing = [name for name in REQUIRED_FIELDS if name not in table.column_names]
+    _require_columns(path, table.column_names)
+    return table
+
+
+def _require_columns(path: Path, names: Sequence[str]) -> None:
+    missing = [name for name in REQUIRED_FIELDS if name not in names]
     if missing:
         raise TraceFileError(
             f"{path}: Parquet file lacks required column(s) {', '.join(missing)}; "
             f"a trace needs {', '.join(REQUIRED_FIELDS)}"
         )
-    return table
+
+
+def parquet_pieces(path: Path, rows_per_piece: int) -> Iterator[tuple[int, pa.Table]]:
+    """A Parquet trace file a piece at a time: (number of the piece's first row, rows)."""
+    try:
+        parquet = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise TraceFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+    _require_columns(path, parquet.schema_arrow.names)
+    first_row = 1
+    batches = parquet.iter_batches(batch_size=rows_per_piece)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (OSError, pa.ArrowException) as exc:
+            raise TraceFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+        if batch is None:
+            return
+        yield first_row, pa.Table.from_batches([batch])
+        first_row += batch.num_rows
 
 
 def _json_value(value: object) -> object:
@@ -254,13 +335,23 @@ def maps_as_json(table: pa.Table) -> pa.Table:
     return table
 
 
+def jsonl_file_tables(path: Path, order: int, piece_bytes: int | None = None) -> Iterator[pa.Table]:
+    """Raw records of one JSON-lines file, a piece at a time."""
+    for piece in jsonl_pieces(path, piece_bytes):
+        yield jsonl_table(
+            piece.data, str(path), order, piece.stream_error, piece.first_line, piece.at_file_start
+        )
+
+
 def read_jsonl_files(files: Sequence[TraceFile]) -> pa.Table:
-    """Raw records of the JSON-lines files among `files` (file_order = index in `files`)."""
-    tables = []
-    for order, trace_file in enumerate(files):
-        if trace_file.kind == "jsonl":
-            data, stream_error = _read_bytes(trace_file.path)
-            tables.append(jsonl_table(data, str(trace_file.path), order, stream_error))
+    """Raw records of the JSON-lines files among `files` (file_order = index in `files`), all at
+    once (ingestion itself takes them a piece at a time)."""
+    tables = [
+        table
+        for order, trace_file in enumerate(files)
+        if trace_file.kind == "jsonl"
+        for table in jsonl_file_tables(trace_file.path, order)
+    ]
     return pa.concat_tables(tables) if tables else RAW_SCHEMA.empty_table()
 
 

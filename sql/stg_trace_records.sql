@@ -1,7 +1,8 @@
 -- Validate raw trace records into typed rows; a record that cannot be scored gets a reason.
 --
 -- Input: `raw_records` (source_file, file_order, source_line, raw_record, read_error), one row per
--- JSON line or Parquet row (as JSON). Parameter: $partition_date (the store's day, or null to use
+-- JSON line or Parquet row (as JSON), one piece of an ingestion; `seen_trace_ids` (trace_id,
+-- file_order, source_file, source_line), the valid records of its earlier pieces. Parameter: $partition_date (the store's day, or null to use
 -- the UTC date of each record's own timestamp).
 -- Output: one row per input row. `reason` is null for a valid record; otherwise `field` names the
 -- offending field (null for whole-record errors) and the typed columns may be null. The first
@@ -362,8 +363,9 @@ shaped as materialized (
     from sorted_ids
 ),
 
--- a trace_id seen before (earlier file, then earlier line) quarantines the later record; found
--- over the narrow columns only, so the window does not carry the id lists
+-- a trace_id seen before (earlier file, then earlier line, or an earlier piece of this ingestion:
+-- `seen_trace_ids`) quarantines the later record; found over the narrow columns only, so the
+-- window does not carry the id lists
 repeated_trace_ids as (
     select
         seen.file_order,
@@ -375,16 +377,33 @@ repeated_trace_ids as (
         select
             file_order,
             source_line,
+            in_piece,
             first_value(source_file) over by_trace as first_file,
             first_value(source_line) over by_trace as first_line,
             row_number() over by_trace as occurrence
-        from shaped
-        where reason is null
+        from (
+            select
+                trace_id,
+                file_order,
+                source_file,
+                source_line,
+                true as in_piece
+            from shaped
+            where reason is null
+            union all
+            select
+                trace_id,
+                file_order,
+                source_file,
+                source_line,
+                false as in_piece
+            from seen_trace_ids
+        )
         window by_trace as (partition by trace_id order by file_order, source_line)
     ) as seen
     inner join raw_records
         on seen.file_order = raw_records.file_order and seen.source_line = raw_records.source_line
-    where seen.occurrence > 1
+    where seen.occurrence > 1 and seen.in_piece
 ),
 
 final as (

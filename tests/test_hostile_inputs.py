@@ -17,6 +17,7 @@ import math
 import time
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -434,14 +435,14 @@ def test_an_unreadable_file_is_a_file_error_naming_it(
 ) -> None:
     path = tmp_path / "locked.jsonl"
     path.write_bytes(good_line("x"))
-    real = Path.read_bytes
+    real = Path.open
 
-    def refuse(self: Path) -> bytes:
+    def refuse(self: Path, *args: Any, **kwargs: Any) -> Any:
         if self == path:
             raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", refuse)  # tests run as root: chmod would not do
+    monkeypatch.setattr(Path, "open", refuse)  # tests run as root: chmod would not do
     with pytest.raises(
         TraceFileError, match=r"locked\.jsonl: cannot be read \(Permission denied\)"
     ):

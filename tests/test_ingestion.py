@@ -442,3 +442,33 @@ def test_keep_first_occurrences_drops_later_repeats_only(lists: list[list[str] |
     dropped = [0 if ids is None else len(ids) - len(set(ids)) for ids in lists]
     assert out.column("n_duplicate_ids").to_pylist() == dropped
     assert out.column("x").to_pylist() == list(range(len(lists)))
+
+
+def _outcome(path: Path) -> tuple[object, ...]:
+    run = run_evaluation(path, "mrr,ndcg@10")
+    per_query = run.per_query.sort_values("trace_id").reset_index(drop=True)
+    quarantine = run.quarantine[["source_file", "source_line", "field", "reason", "raw_record"]]
+    return run.ingest, per_query.to_dict("list"), quarantine.to_dict("list")
+
+
+def test_pieces_do_not_change_any_outcome(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Repeated trace_ids within and across files and pieces, bad records, repeated retrieved ids,
+    # a gzip file cut short and a Parquet file.
+    lines = [json.dumps(good(f"t{i % 40}", retrieved_ids=["a", f"d{i}", "a"])) for i in range(60)]
+    lines[7:7] = [line for line, _, _ in BAD_RECORDS]
+    write_lines(tmp_path / "a.jsonl", lines)
+    packed = gzip.compress(("\n".join(lines[::-1]) + "\n").encode())
+    (tmp_path / "b.jsonl.gz").write_bytes(packed[: len(packed) * 3 // 4])
+    rows = [good(f"p{i % 30}", retrieved_ids=[f"d{i}", "x", f"d{i}"]) for i in range(45)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "c.parquet")
+    whole = _outcome(tmp_path)
+    monkeypatch.setattr(readers, "PIECE_BYTES", 300)  # a few lines a piece
+    monkeypatch.setattr(engine, "ROWS_PER_PIECE", 7)
+    assert _outcome(tmp_path) == whole
+    ingest = whole[0]
+    assert isinstance(ingest, engine.IngestCounts)
+    assert ingest.read == ingest.valid + ingest.quarantined
+    assert ingest.duplicate_ids_dropped > 0
+    reasons = whole[2]["reason"]  # type: ignore[index]
+    assert any("duplicate trace_id t1 (first seen at " in r for r in reasons)
+    assert any("gzip stream is truncated" in r for r in reasons)

@@ -200,7 +200,9 @@ CONNECTION = re.compile(r"^(conn|connection|con|cursor|duckdb|db)$")
 # The audited sites where SQL text is put together: a table name (an identifier, which cannot
 # be a parameter) checked against a fixed list before use. Values never reach these texts.
 AUDITED = {
-    ("engine.py", "_delete_and_insert", "table"),  # `if table not in PARTITIONED_TABLES: raise`
+    # both start with `if table not in PARTITIONED_TABLES: raise`
+    ("engine.py", "_delete_partitions", "table"),
+    ("engine.py", "_insert", "table"),
     ("nightly.py", "_replace", "table"),  # `load_sql(_STATEMENTS[table])` refuses other names
     ("nightly.py", "_read", "_checked(table)"),  # `_checked` refuses names not in _STATEMENTS
 }
