@@ -40,6 +40,14 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "map": 0.55,
 }
 DEFAULT_HEADLINE_METRICS: tuple[str, ...] = ("ndcg@10", "mrr")
+# The A/B comparison's switch from resampling to the large-sample forms (`comparison`): from this
+# many paired queries (interval) or nonzero paired differences (p-value) on. Below it a cell costs
+# at most about 1000 * 9999 random signs and a bootstrap of 1000 values, some tens of
+# milliseconds; resampling grows with n, the large-sample forms do not.
+DEFAULT_NORMAL_APPROXIMATION_MIN_PAIRS = 1000
+# The smallest allowed: the normal curve's error on the sign-flip p shrinks like 1 / k, and with
+# only a few dozen differences it is not small next to a 0.05 level.
+MIN_NORMAL_APPROXIMATION_PAIRS = 100
 
 
 class ConfigError(ValueError):
@@ -103,7 +111,9 @@ class ComparisonConfig(_Section):
     """The `variant_comparison` asset: which two variants, over which days, and how it decides.
 
     The window of a partition day is that day and the `lookback_days - 1` days before it.
-    `guarded_metrics` left unset follows the headline metrics (see `PipelineConfig`)."""
+    `guarded_metrics` left unset follows the headline metrics (see `PipelineConfig`). From
+    `normal_approximation_min_pairs` paired queries (nonzero paired differences for the p-value)
+    on, a cell uses the large-sample forms instead of resampling (see `comparison`)."""
 
     control: str = Field(default="control", min_length=1, strict=True)
     candidate: str = Field(default="candidate", min_length=1, strict=True)
@@ -112,6 +122,11 @@ class ComparisonConfig(_Section):
     guarded_metrics: tuple[MetricName, ...] = DEFAULT_HEADLINE_METRICS
     n_resamples: int = Field(default=9999, ge=1, strict=True)
     seed: int = Field(default=0, ge=0, strict=True)
+    normal_approximation_min_pairs: int = Field(
+        default=DEFAULT_NORMAL_APPROXIMATION_MIN_PAIRS,
+        ge=MIN_NORMAL_APPROXIMATION_PAIRS,
+        strict=True,
+    )
 
     @model_validator(mode="after")
     def _two_variants(self) -> ComparisonConfig:

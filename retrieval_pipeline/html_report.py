@@ -29,14 +29,15 @@ import json
 import math
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.artist import Artist
-from matplotlib.dates import ConciseDateFormatter, DayLocator
+from matplotlib.dates import date2num
 from matplotlib.figure import Figure
 
 from retrieval_pipeline.comparison import (
@@ -50,7 +51,14 @@ from retrieval_pipeline.report import RegressionReport, escape_markdown, segment
 
 MISSING = "-"
 REPORT_SUFFIXES = (".html", ".md", ".json")
-_RC: dict[Any, Any] = {"svg.fonttype": "path", "svg.hashsalt": "retrieval-pipeline", "font.size": 9}
+_RC: dict[Any, Any] = {
+    "svg.fonttype": "path",
+    "svg.hashsalt": "retrieval-pipeline",
+    "font.size": 9,
+    # `figure_data_uri` lays a figure out itself; no rc file may add a layout engine back
+    "figure.autolayout": False,
+    "figure.constrained_layout.use": False,
+}
 _ARM_COLOURS = ("#4C72B0", "#DD8452")  # control, candidate
 _VERDICT_COLOURS = {
     "better": "#2E7D32",
@@ -119,10 +127,18 @@ def _pvalue(value: float | None) -> str:
 
 
 def figure_data_uri(figure: Figure) -> str:
-    """`figure` as an SVG `data:` URI (reproducible bytes: no date, fixed ids)."""
+    """`figure` as an SVG `data:` URI (reproducible bytes: no date, fixed ids).
+
+    The constrained layout runs once here and is then fixed: left to `savefig` it would run on
+    a hidden pre-draw and again on the real one (and a tight bounding box costs a third pass),
+    each time measuring every label, which took longer than drawing the figure."""
     buffer = io.BytesIO()
     with matplotlib.rc_context(_RC):
-        figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
+        engine = figure.get_layout_engine()
+        if engine is not None:
+            engine.execute(figure)
+            figure.set_layout_engine(None)
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
@@ -133,9 +149,11 @@ def figure_html(figure: Figure, alt: str, caption: str | None = None) -> str:
     return f"<figure>{image}{text}</figure>"
 
 
-def _new_figure(width: float, height: float) -> Figure:
+def _new_figure(
+    width: float, height: float, layout: Literal["constrained"] | None = "constrained"
+) -> Figure:
     with matplotlib.rc_context(_RC):
-        return Figure(figsize=(width, height), layout="constrained")
+        return Figure(figsize=(width, height), layout=layout)
 
 
 def render_table(
@@ -198,6 +216,29 @@ def _segment_order(segments: Iterable[object]) -> list[str]:
     )
 
 
+# The trend grid's margins in inches: y labels such as 0.755 beside each panel, the legend and a
+# panel title above the first row, a title between rows, two-line day labels under the last.
+_TREND_LEFT, _TREND_RIGHT, _TREND_TOP, _TREND_BOTTOM, _TREND_GAP = 0.55, 0.1, 0.6, 0.5, 0.35
+
+
+def _day_ticks(first: date, last: date) -> tuple[list[float], list[str], tuple[float, float]]:
+    """X ticks of a daily trend: about six days from `first` to `last` (whole days, never
+    hours), labelled `Nov 30` with the year under the first label and wherever it changes, and
+    the axis limits with half a day (or 3% of the span) each side. Fixed ticks: a date locator
+    and formatter cost more than the rest of a panel."""
+    step = max(1, math.ceil((last - first).days / 6))
+    days = [first + timedelta(days=offset) for offset in range(0, (last - first).days + 1, step)]
+    labels = []
+    for index, day in enumerate(days):
+        label = f"{day:%b} {day.day}"
+        if index == 0 or day.year != days[index - 1].year:
+            label += f"\n{day.year}"
+        labels.append(label)
+    pad = max(0.5, 0.03 * (last - first).days)
+    low, high = float(date2num(first)), float(date2num(last))
+    return [float(date2num(day)) for day in days], labels, (low - pad, high + pad)
+
+
 def trend_figure(
     frame: pd.DataFrame,
     metrics: Sequence[str] | None = None,
@@ -231,10 +272,25 @@ def trend_figure(
     segments = _segment_order(data["segment"])
     variants = sorted(str(v) for v in pd.unique(data["variant"]))
     palette = {**variant_colours(variants), **(colours or {})}
-    # one tick per day at most: a short history must not be labelled with hours
-    day_step = max(1, math.ceil((max(days) - min(days)).days / 6))
-    figure = _new_figure(3.8 * len(chosen) + 0.8, 1.9 * len(segments) + 0.8)
-    axes = figure.subplots(len(segments), len(chosen), squeeze=False, sharex=True)
+    ticks, tick_labels, limits = _day_ticks(days[0], days[-1])
+    # A regular grid whose labels have known sizes (values in [0, 1] without an offset, one-line
+    # titles, two-line day labels), so fixed margins replace the constrained layout, which
+    # measured every label of every panel and cost as much as drawing the figure.
+    width, height = 3.8 * len(chosen) + 0.8, 1.9 * len(segments) + 0.8
+    figure = _new_figure(width, height, layout=None)
+    axes = figure.subplots(
+        len(segments),
+        len(chosen),
+        squeeze=False,
+        gridspec_kw={
+            "left": _TREND_LEFT / width,
+            "right": 1 - _TREND_RIGHT / width,
+            "top": 1 - _TREND_TOP / height,
+            "bottom": _TREND_BOTTOM / height,
+            "wspace": _TREND_LEFT / ((width - _TREND_LEFT - _TREND_RIGHT) / len(chosen)),
+            "hspace": _TREND_GAP / ((height - _TREND_TOP - _TREND_BOTTOM) / len(segments)),
+        },
+    )
     for row, segment in enumerate(segments):
         for col, metric in enumerate(chosen):
             ax = axes[row][col]
@@ -255,14 +311,14 @@ def trend_figure(
             limit = threshold_for(thresholds or {}, segment, metric)
             if limit is not None:
                 ax.axhline(limit, color="#C62828", linestyle="--", linewidth=1)
-            ax.set_title(chart_label(f"{segment_label(segment)} · {metric}", 60), fontsize=9)
+            ax.set_title(chart_label(f"{segment_label(segment)} · {metric}", 52), fontsize=9)
             ax.grid(True, alpha=0.3)
-            locator = DayLocator(interval=day_step)
-            ax.xaxis.set_major_locator(locator)
-            ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+            ax.set_xticks(ticks, tick_labels if row == len(segments) - 1 else [])
+            ax.set_xlim(*limits)
+            ax.ticklabel_format(axis="y", useOffset=False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
-        figure.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6))
+        _top_legend(figure, handles, labels, min(len(labels), 6))
     return figure
 
 
@@ -303,52 +359,104 @@ def segment_bars_figure(comparison: Comparison) -> Figure:
     """Per metric, each segment's control and candidate means over their annotated traces (what
     thresholds judge) with 95% t intervals, and the segment's threshold as a red dashed line."""
     metrics, segments = comparison.metrics, comparison.segments
-    figure = _new_figure(max(6.0, 1.1 * len(segments) + 2), 2.4 * len(metrics) + 0.6)
-    axes = figure.subplots(len(metrics), 1, squeeze=False, sharex=True)
+    figure, axes = _bar_panels(len(metrics), max(6.0, 1.1 * len(segments) + 2), 2.4 * len(metrics))
     width = 0.38
     names = (comparison.control, comparison.candidate)
     for row, metric in enumerate(metrics):
         ax = axes[row][0]
-        for index, segment in enumerate(segments):
-            cell = comparison.cell(segment, metric)
-            arms = (
-                (cell.control_trace_mean, cell.control_trace_ci_low, cell.control_trace_ci_high),
-                (
-                    cell.candidate_trace_mean,
-                    cell.candidate_trace_ci_low,
-                    cell.candidate_trace_ci_high,
-                ),
-            )
-            for arm, (mean, low, high) in enumerate(arms):
-                x = index + (arm - 0.5) * width
-                if mean is None:
-                    continue
-                ax.bar(
-                    x,
-                    mean,
-                    width,
-                    color=_ARM_COLOURS[arm],
-                    label=chart_label(names[arm], 24),
+        cells = [comparison.cell(segment, metric) for segment in segments]
+        for arm, prefix in enumerate(("control", "candidate")):
+            bars = []
+            for index, cell in enumerate(cells):
+                mean, low, high = (
+                    getattr(cell, f"{prefix}_trace_{end}") for end in ("mean", "ci_low", "ci_high")
                 )
-                err = _err(mean, low, high)
-                if err is not None:
-                    ax.errorbar(x, mean, yerr=[[err[0]], [err[1]]], color="#212121", capsize=3)
+                if mean is not None:
+                    bars.append((index + (arm - 0.5) * width, mean, low, high))
+            _bars_with_errors(ax, bars, width, _ARM_COLOURS[arm], chart_label(names[arm], 24))
+        for index, cell in enumerate(cells):
             if cell.control_trace_mean is None and cell.candidate_trace_mean is None:
                 ax.text(index, 0.05, "no data", ha="center", fontsize=8, color="#757575")
-            if cell.threshold is not None:
-                ax.hlines(
-                    cell.threshold,
-                    index - 2 * width * 0.6,
-                    index + 2 * width * 0.6,
-                    colors="#C62828",
-                    linestyles="--",
-                    linewidth=1.2,
-                )
+        limits = [(i, c.threshold) for i, c in enumerate(cells) if c.threshold is not None]
+        if limits:
+            ax.hlines(
+                [limit for _, limit in limits],
+                [i - 2 * width * 0.6 for i, _ in limits],
+                [i + 2 * width * 0.6 for i, _ in limits],
+                colors="#C62828",
+                linestyles="--",
+                linewidth=1.2,
+            )
         ax.set_ylim(0, 1.05)
         ax.set_ylabel(chart_label(metric, 20))
         ax.grid(True, axis="y", alpha=0.3)
     _label_segments_and_legend(figure, axes, segments, legend_columns=2)
     return figure
+
+
+def _bars_with_errors(
+    ax: Any,
+    bars: Sequence[tuple[float, float, float | None, float | None]],
+    width: float,
+    colour: Any,
+    label: str,
+    **style: Any,
+) -> None:
+    """One series of bars (x, mean, interval low, high) in one call, their error bars in another:
+    a call per bar costs more to build and to draw than the whole panel otherwise."""
+    if not bars:
+        return
+    ax.bar([b[0] for b in bars], [b[1] for b in bars], width, color=colour, label=label, **style)
+    errors = [(x, mean, err) for x, mean, low, high in bars if (err := _err(mean, low, high))]
+    if errors:
+        ax.errorbar(
+            [x for x, _, _ in errors],
+            [mean for _, mean, _ in errors],
+            yerr=[[e[0] for _, _, e in errors], [e[1] for _, _, e in errors]],
+            fmt="none",
+            color="#212121",
+            capsize=3,
+        )
+
+
+# The bar charts' margins in inches: the legend above; the metric name and 0.0..1.0 beside the
+# panels; segment names (at most 18 characters, turned 20 degrees) under the last one.
+_BAR_LEFT, _BAR_RIGHT, _BAR_TOP, _BAR_BOTTOM, _BAR_GAP = 0.75, 0.15, 0.45, 0.7, 0.15
+
+
+def _bar_panels(rows: int, width: float, panels_height: float) -> tuple[Figure, Any]:
+    """A column of `rows` bar panels sharing the segment axis, with fixed margins: every label
+    has a known size, so the constrained layout (which measures each of them) is not needed."""
+    height = panels_height + _BAR_TOP + _BAR_BOTTOM
+    figure = _new_figure(width, height, layout=None)
+    axes = figure.subplots(
+        rows,
+        1,
+        squeeze=False,
+        sharex=True,
+        gridspec_kw={
+            "left": _BAR_LEFT / width,
+            "right": 1 - _BAR_RIGHT / width,
+            "top": 1 - _BAR_TOP / height,
+            "bottom": _BAR_BOTTOM / height,
+            "hspace": _BAR_GAP / (panels_height / rows),
+        },
+    )
+    return figure, axes
+
+
+def _top_legend(
+    figure: Figure, handles: Sequence[Artist], labels: Sequence[str], ncols: int
+) -> None:
+    """One legend centred above the panels of a figure laid out with fixed margins."""
+    height = float(figure.get_size_inches()[1])
+    figure.legend(
+        list(handles),
+        list(labels),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1 - 0.04 / height),
+        ncols=ncols,
+    )
 
 
 def _label_segments_and_legend(
@@ -364,37 +472,39 @@ def _label_segments_and_legend(
         handles, labels = ax_row[0].get_legend_handles_labels()
         unique.update(zip(labels, handles, strict=True))
     if unique:
-        figure.legend(
-            list(unique.values()),
-            list(unique.keys()),
-            loc="outside upper center",
-            ncols=min(len(unique), 6) if legend_columns is None else legend_columns,
-        )
+        columns = min(len(unique), 6) if legend_columns is None else legend_columns
+        _top_legend(figure, list(unique.values()), list(unique.keys()), columns)
 
 
 def forest_figure(comparison: Comparison) -> Figure:
-    """Candidate minus control for every tested cell, with its bootstrap interval; coloured by
-    verdict."""
+    """Candidate minus control for every tested cell, with its interval (the cell's `ci_method`);
+    coloured by verdict."""
     cells = [c for c in comparison.cells if c.delta is not None]
     figure = _new_figure(7.0, 0.26 * max(len(cells), 1) + 1.2)
     ax = figure.subplots()
     ax.axvline(0.0, color="#212121", linewidth=1)
-    for y, cell in enumerate(reversed(cells)):
-        assert cell.delta is not None
-        colour = _VERDICT_COLOURS[cell.verdict]
-        err = _err(cell.delta, cell.ci_low, cell.ci_high)
-        if err is not None:
+    # one call per verdict and kind of point, not per cell: fewer artists to build and draw
+    for verdict, colour in _VERDICT_COLOURS.items():
+        points = [
+            (cell.delta, y, _err(cell.delta, cell.ci_low, cell.ci_high))
+            for y, cell in enumerate(reversed(cells))
+            if cell.verdict == verdict and cell.delta is not None
+        ]
+        bounded = [(x, y, err) for x, y, err in points if err is not None]
+        if bounded:
             ax.errorbar(
-                cell.delta,
-                y,
-                xerr=[[err[0]], [err[1]]],
+                [x for x, _, _ in bounded],
+                [y for _, y, _ in bounded],
+                xerr=[[e[0] for _, _, e in bounded], [e[1] for _, _, e in bounded]],
                 fmt="o",
+                linestyle="none",
                 color=colour,
                 markersize=4,
                 capsize=2,
             )
-        else:
-            ax.plot(cell.delta, y, "o", color=colour, markersize=4)
+        bare = [(x, y) for x, y, err in points if err is None]
+        if bare:
+            ax.plot([x for x, _ in bare], [y for _, y in bare], "o", color=colour, markersize=4)
     ax.set_yticks(range(len(cells)))
     ax.set_yticklabels(
         [chart_label(f"{segment_label(c.segment)} · {c.metric}", 44) for c in reversed(cells)]
@@ -461,6 +571,8 @@ def _cell_rows(comparison: Comparison) -> list[dict[str, object]]:
             "candidate_level": _number(c.candidate_trace_mean),
             "threshold": _number(c.threshold),
             "threshold_status": c.threshold_status.replace("_", " "),
+            "ci_method": c.ci_method or MISSING,
+            "p_method": c.p_randomization_method or MISSING,
         }
         for c in comparison.cells
     ]
@@ -490,8 +602,10 @@ _CELL_HEADERS = {
     "candidate_level": "candidate (all traces)",
     "threshold": "threshold",
     "threshold_status": "threshold status",
+    "ci_method": "interval method",
+    "p_method": "randomization p method",
 }
-_TEXT_CELLS = {"segment", "metric", "verdict", "ci", "threshold_status"}
+_TEXT_CELLS = {"segment", "metric", "verdict", "ci", "threshold_status", "ci_method", "p_method"}
 
 
 def _cells_table(comparison: Comparison) -> str:
@@ -540,14 +654,18 @@ def _flag_html(comparison: Comparison) -> str:
 def _method_text(comparison: Comparison) -> str:
     s = comparison.settings
     guarded = ", ".join(s.guarded_metrics) or "none"
+    large = s.normal_approximation_min_pairs
     return (
         f"Queries are paired by query_id (a query's traces averaged per arm first); only queries "
         f"both arms served and annotated are tested. Delta = candidate - control; "
-        f"{CONFIDENCE_LEVEL:.0%} interval: BCa bootstrap of the mean paired difference "
-        f"({s.n_resamples} resamples, seed {s.seed}). Verdict: Holm-adjusted paired "
-        f"randomization (sign-flip) p <= {s.alpha:g} over all {len(comparison.cells)} "
-        f"segment x metric cells. Guarded metrics: {guarded}. Thresholds judge each arm's mean "
-        f"over all its annotated traces, where both arms have at least "
+        f"{CONFIDENCE_LEVEL:.0%} interval of the mean paired difference: BCa bootstrap "
+        f"({s.n_resamples} resamples, seed {s.seed}) below {large} paired queries, Student t "
+        f"from {large} on. Randomization p: paired sign-flip test ({s.n_resamples} random sign "
+        f"patterns, or every pattern when there are no more) below {large} nonzero differences, "
+        f"its normal approximation from {large} on; each cell names the methods it used. "
+        f"Verdict: Holm-adjusted paired randomization (sign-flip) p <= {s.alpha:g} over all "
+        f"{len(comparison.cells)} segment x metric cells. Guarded metrics: {guarded}. Thresholds "
+        f"judge each arm's mean over all its annotated traces, where both arms have at least "
         f"{s.min_annotated_traces} of them."
     )
 
@@ -584,7 +702,8 @@ def comparison_html(
         + figure_html(
             forest_figure(comparison),
             "candidate minus control per segment and metric",
-            f"Candidate minus control with the {CONFIDENCE_LEVEL:.0%} bootstrap interval.",
+            f"Candidate minus control with its {CONFIDENCE_LEVEL:.0%} interval (each cell's "
+            "interval method is in the table above).",
         )
         + "</section>",
         "<section><h2>Coverage</h2>"
@@ -729,41 +848,49 @@ def regression_bars_figure(rows: pd.DataFrame, metrics: Sequence[str]) -> Figure
     colours = variant_colours(variants)
     by_key = _records_by_key(data)
     width = 0.8 / len(variants)
-    figure = _new_figure(
-        max(6.0, 0.45 * len(segments) * len(variants) + 2.0), 2.4 * len(chosen) + 0.8
+    figure, axes = _bar_panels(
+        len(chosen), max(6.0, 0.45 * len(segments) * len(variants) + 2.0), 2.4 * len(chosen)
     )
-    axes = figure.subplots(len(chosen), 1, squeeze=False, sharex=True)
     for row, metric in enumerate(chosen):
         ax = axes[row][0]
-        for index, segment in enumerate(segments):
-            limit: float | None = None
-            for arm, variant in enumerate(variants):
+        for arm, variant in enumerate(variants):
+            bars: list[tuple[float, float, float | None, float | None]] = []
+            failing: list[bool] = []
+            for index, segment in enumerate(segments):
                 record = by_key.get((segment, variant, metric))
-                if record is None:
-                    continue
-                limit = limit if limit is not None else _float(record.get("threshold"))
-                mean = _float(record.get("mean"))
-                if mean is None:
+                mean = _float(record.get("mean")) if record is not None else None
+                if record is None or mean is None:
                     continue
                 x = index + (arm - (len(variants) - 1) / 2) * width
-                failing = record.get("status") == "fail"
-                ax.bar(
-                    x,
-                    mean,
-                    width * 0.95,
-                    color=colours[variant],
-                    label=chart_label(variant, 24),
-                    hatch="//" if failing else None,
-                    edgecolor="#C62828" if failing else colours[variant],
-                    linewidth=1.6 if failing else 0.0,
-                )
-                err = _err(mean, _float(record.get("ci_low")), _float(record.get("ci_high")))
-                if err is not None:
-                    ax.errorbar(x, mean, yerr=[[err[0]], [err[1]]], color="#212121", capsize=3)
+                bars.append((x, mean, _float(record.get("ci_low")), _float(record.get("ci_high"))))
+                failing.append(record.get("status") == "fail")
+            _bars_with_errors(
+                ax,
+                bars,
+                width * 0.95,
+                colours[variant],
+                chart_label(variant, 24),
+                hatch=["//" if f else None for f in failing],
+                edgecolor=["#C62828" if f else colours[variant] for f in failing],
+                linewidth=[1.6 if f else 0.0 for f in failing],
+            )
+        # a segment's threshold: the first of its variants' rows that names one
+        limits = []
+        for index, segment in enumerate(segments):
+            found = (by_key.get((segment, variant, metric)) for variant in variants)
+            values = (_float(r.get("threshold")) for r in found if r is not None)
+            limit = next((v for v in values if v is not None), None)
             if limit is not None:
-                ax.hlines(
-                    limit, index - 0.45, index + 0.45, colors="#C62828", linestyles="--", lw=1.2
-                )
+                limits.append((index, limit))
+        if limits:
+            ax.hlines(
+                [limit for _, limit in limits],
+                [index - 0.45 for index, _ in limits],
+                [index + 0.45 for index, _ in limits],
+                colors="#C62828",
+                linestyles="--",
+                lw=1.2,
+            )
         ax.set_ylim(0, 1.05)
         ax.set_ylabel(chart_label(metric, 20))
         ax.grid(True, axis="y", alpha=0.3)
@@ -790,17 +917,18 @@ def regression_coverage_figure(rows: pd.DataFrame, min_coverage: float | None = 
     height = 0.8 / max(len(variants), 1)
     figure = _new_figure(7.0, 0.3 * len(segments) * max(len(variants), 1) + 1.4)
     ax = figure.subplots()
-    for index, segment in enumerate(segments):
-        y = len(segments) - 1 - index
-        for arm, variant in enumerate(variants):
-            record = by_key.get((segment, variant))
-            value = _float(record.get("coverage")) if record else None
-            if value is None:
-                continue
-            offset = ((len(variants) - 1) / 2 - arm) * height
+    for arm, variant in enumerate(variants):
+        offset = ((len(variants) - 1) / 2 - arm) * height
+        bars = [
+            (len(segments) - 1 - index + offset, value)
+            for index, segment in enumerate(segments)
+            if (record := by_key.get((segment, variant)))
+            and (value := _float(record.get("coverage"))) is not None
+        ]
+        if bars:
             ax.barh(
-                y + offset,
-                value,
+                [y for y, _ in bars],
+                [value for _, value in bars],
                 height * 0.95,
                 color=colours[variant],
                 label=chart_label(variant, 24),

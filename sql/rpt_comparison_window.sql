@@ -1,28 +1,24 @@
--- The long per-trace metric rows of a comparison window, partitions $start_date..$end_date
--- (inclusive), as `comparison.compare_query_metrics` takes them: one row per trace and metric,
--- value null for an unannotated trace (it counts as served, never as paired). Every variant is
--- kept, so the caller can say which variants the window holds when the configured ones are not
--- there. Ordered, so the same window gives the same rows in the same order.
+-- What the comparison window of partitions $start_date..$end_date (inclusive) holds, one row per
+-- day, variant, segment and metric present in query_metrics: enough to say how many days have
+-- data, which variants were served (every variant, so the caller can name them when a configured
+-- one is missing) and which metrics were scored, without reading a trace.
 
 with
 
-window_metrics as (
-    select
+window_contents as (
+    select distinct
         partition_date,
-        trace_id,
-        query_id,
-        segment,
         variant,
-        metric,
-        value
+        segment,
+        metric
     from query_metrics
     where partition_date between $start_date and $end_date
 ),
 
 final as (
     select *
-    from window_metrics
-    order by partition_date, trace_id, metric
+    from window_contents
+    order by partition_date, variant, segment, metric
 )
 
 select * from final

@@ -383,3 +383,144 @@ def test_sample_regression_is_flagged_and_clean_day_is_not(tmp_path: Path) -> No
     assert len(reasons) == 1
     assert reasons[0].startswith(f"{REGRESSION_SEGMENT}: ndcg@10 ")
     assert reasons[0].endswith(")") and " < 0.650 (control " in reasons[0]
+
+
+# --- resampling and the large-sample forms --------------------------------------------------
+
+
+def tied_metric_pairs(seed: int, n: int, shift: float) -> tuple[np.ndarray, np.ndarray]:
+    """Paired values like real metric means: tied on a 0.1 grid, bounded, a quarter of the
+    differences zero and a right-skewed rest (skewness about 0.7)."""
+    rng = np.random.default_rng(seed)
+    control = np.round(rng.beta(2, 3, n) * 10) / 10
+    steps = rng.choice(
+        [-0.4, -0.2, -0.1, 0.1, 0.2, 0.4, 0.8], n, p=[0.1, 0.2, 0.2, 0.2, 0.15, 0.1, 0.05]
+    )
+    moved = rng.random(n) < 0.75
+    return control, np.clip(control + (steps + shift) * moved, 0, 1)
+
+
+@pytest.mark.parametrize(("seed", "shift"), [(1, -0.027), (2, -0.012), (3, -0.025), (4, -0.035)])
+def test_the_normal_approximation_agrees_with_scipys_permutation_and_bootstrap(
+    seed: int, shift: float
+) -> None:
+    """Above the threshold (1500 pairs, about 1100 nonzero differences; p from 0.006 to 0.7),
+    against the methods it replaces, run by scipy on the same differences.
+
+    p: scipy's Monte Carlo two-sided p (2 * min of the one-sided ones, 9999 resamples) has sd
+    sqrt(p (2 - p) / 9999) (0.009 at p = 0.5); allowed: 4 of them, its +1 terms and 0.005 for the
+    approximation (its error shrinks like 1 / k for this symmetric null). Interval: each end
+    within 10% of the half-width of scipy's BCa bootstrap (9999 resamples); they differ by the
+    skewness of d over sqrt(n), a few percent here."""
+    control, candidate = tied_metric_pairs(seed, 1500, shift)
+    d = candidate - control
+    result = paired_statistics(control, candidate, n_resamples=9999, seed=seed)
+    assert result.p_randomization_method is not None and result.ci_method is not None
+    assert result.p_randomization_method.startswith("normal approximation of the sign-flip test")
+    assert result.ci_method == "Student t interval, n=1500"
+    scipy_p = stats.permutation_test(
+        (d,), np.mean, permutation_type="samples", vectorized=True, n_resamples=9999, rng=seed
+    ).pvalue
+    assert result.p_randomization is not None
+    sd = math.sqrt(scipy_p * (2 - scipy_p) / 9999)
+    assert abs(result.p_randomization - scipy_p) <= 4 * sd + 2 / 10000 + 0.005
+    boot = stats.bootstrap((d,), np.mean, n_resamples=9999, rng=seed, method="BCa")
+    assert result.ci_low is not None and result.ci_high is not None
+    half = (result.ci_high - result.ci_low) / 2
+    assert abs(result.ci_low - boot.confidence_interval.low) <= 0.1 * half
+    assert abs(result.ci_high - boot.confidence_interval.high) <= 0.1 * half
+
+
+def test_the_batched_sign_flip_agrees_with_scipys_permutation_test() -> None:
+    """Below the threshold the randomization p is resampled, by a batched sign flip of its own:
+    within Monte Carlo error of `scipy.stats.permutation_test` (the sd of both estimates, 4 of
+    them, plus their +1 terms)."""
+    control, candidate = tied_metric_pairs(8, 300, -0.04)
+    d = candidate - control
+    result = paired_statistics(control, candidate, n_resamples=9999, seed=2)
+    assert result.p_randomization is not None
+    assert result.p_randomization_method == (
+        f"sign-flip permutation, 9999 resamples of the signs of {np.count_nonzero(d)} nonzero "
+        "differences"
+    )
+    assert result.ci_method == "BCa bootstrap, 9999 resamples"
+    scipy_p = stats.permutation_test(
+        (d,), np.mean, permutation_type="samples", vectorized=True, n_resamples=9999, rng=2
+    ).pvalue
+    p = result.p_randomization
+    assert 0.01 < p < 0.9  # a p worth comparing
+    sd = math.sqrt((p * (1 - p) + scipy_p * (2 - scipy_p)) / 9999)
+    assert abs(p - scipy_p) <= 4 * sd + 2 / 10000
+
+
+def test_the_method_switches_exactly_at_the_threshold() -> None:
+    rng = np.random.default_rng(12)
+    control = rng.uniform(0.2, 0.8, 130)
+    candidate = control + rng.normal(0.01, 0.1, 130)
+    methods = {}
+    for n in (99, 100):
+        result = paired_statistics(
+            control[:n], candidate[:n], n_resamples=999, normal_approximation_min_pairs=100
+        )
+        methods[n] = (result.ci_method, result.p_randomization_method)
+    assert methods[99] == (
+        "BCa bootstrap, 999 resamples",
+        "sign-flip permutation, 999 resamples of the signs of 99 nonzero differences",
+    )
+    assert methods[100] == (
+        "Student t interval, n=100",
+        "normal approximation of the sign-flip test, n=100 (100 nonzero differences)",
+    )
+    # the p-value counts nonzero differences only: 120 pairs, 99 or 100 of them nonzero
+    for nonzero in (99, 100):
+        y = candidate[:120].copy()
+        y[nonzero:] = control[nonzero:120]
+        result = paired_statistics(
+            control[:120], y, n_resamples=999, normal_approximation_min_pairs=100
+        )
+        assert result.ci_method == "Student t interval, n=120"
+        words = result.p_randomization_method
+        assert words is not None
+        expected = "normal approximation" if nonzero == 100 else "sign-flip permutation, 999"
+        assert words.startswith(expected), words
+        assert f"{nonzero} nonzero differences" in words
+
+
+def test_the_methods_are_in_every_cell_and_report() -> None:
+    from retrieval_pipeline import html_report
+
+    result = compare_variants(CRAFTED, "A", "B", FAST)
+    cell = result.cell("s1", "ndcg@10")
+    assert cell.p_randomization_method == (
+        "sign-flip permutation, exact: all 2^1 = 2 sign patterns of 1 nonzero difference"
+    )
+    assert cell.ci_method == "BCa bootstrap, 999 resamples"
+    record = result.to_dict()
+    assert record["settings"]["normal_approximation_min_pairs"] == 1000
+    assert {"p_randomization_method", "ci_method"} <= set(record["cells"][0])
+    markdown = html_report.comparison_markdown(result)
+    assert "| interval method | randomization p method |" in markdown
+    assert "sign-flip permutation, exact: all 2^1 = 2 sign patterns" in markdown
+    page = html_report.comparison_html(result)
+    assert "BCa bootstrap, 999 resamples" in page and "Student t from 1000 on" in page
+
+
+def test_the_numbers_do_not_depend_on_the_order_of_the_queries() -> None:
+    rng = np.random.default_rng(4)
+    control = rng.uniform(0.2, 0.8, 60)
+    candidate = control + rng.normal(0.02, 0.1, 60)
+    order = rng.permutation(60)
+    first = paired_statistics(control, candidate, n_resamples=999, seed=1)
+    again = paired_statistics(control[order], candidate[order], n_resamples=999, seed=1)
+    assert (first.ci_low, first.ci_high, first.p_randomization) == pytest.approx(
+        (again.ci_low, again.ci_high, again.p_randomization), rel=1e-12
+    )
+
+
+def test_the_threshold_setting_is_validated() -> None:
+    with pytest.raises(
+        ValueError, match="normal_approximation_min_pairs must be an integer >= 100"
+    ):
+        ComparisonSettings(normal_approximation_min_pairs=99)
+    with pytest.raises(ValueError, match="normal_approximation_min_pairs"):
+        ComparisonSettings(normal_approximation_min_pairs=1000.0)  # type: ignore[arg-type]

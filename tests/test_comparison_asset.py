@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
 import pandas as pd
 import pytest
 
@@ -29,6 +30,7 @@ from retrieval_pipeline.defs import ASSETS, checks, defs
 from retrieval_pipeline.defs.comparison import (
     NO_COMPARISON,
     compare_window,
+    read_window,
     variant_comparison,
     variant_comparison_flag,
 )
@@ -273,6 +275,43 @@ def test_numbers_equal_compare_variants_on_evaluate_of_the_window(
                 assert got[key] == value, (got["segment"], got["metric"], key)
 
 
+def test_the_warehouse_aggregates_equal_the_rows_aggregated_in_pandas(
+    graph: tuple[Setup, Any],
+) -> None:
+    """`read_window` (the SQL the asset runs) against `window_from_rows` (pandas, on the same
+    window's rows), with the threshold low enough that the overall cells use the large-sample
+    forms and the segments resample."""
+    setup, _ = graph
+    config = PipelineConfig(
+        comparison=ComparisonConfig(
+            lookback_days=3, n_resamples=499, normal_approximation_min_pairs=100
+        )
+    )
+    start, end = config.comparison.window(END)
+    with duckdb.connect(str(setup.database), read_only=True) as conn:
+        window = read_window(conn, END, config)
+        rows = conn.execute(
+            "select * from query_metrics where partition_date between $start and $end",
+            {"start": start, "end": end},
+        ).df()
+    from_sql = compare_window(window, END, config).to_dict()
+    from_rows = compare_window(rows, END, config).to_dict()
+    assert from_sql["window"] == from_rows["window"]
+    assert from_sql["variants_in_window"] == from_rows["variants_in_window"]
+    got, want = from_sql.pop("comparison"), from_rows.pop("comparison")
+    assert from_sql == from_rows
+    assert got["coverage"] == want["coverage"] and got["reasons"] == want["reasons"]
+    methods = [c["p_randomization_method"] for c in got["cells"]]
+    assert any(m.startswith("normal approximation of the sign-flip test") for m in methods)
+    assert any(m.startswith("sign-flip permutation, 499 resamples") for m in methods)
+    for a, b in zip(got["cells"], want["cells"], strict=True):
+        for key, value in b.items():
+            if isinstance(value, float):
+                assert a[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (a["segment"], key)
+            else:
+                assert a[key] == value, (a["segment"], a["metric"], key)
+
+
 def test_a_candidate_absent_from_the_window_is_no_comparison(graph: tuple[Setup, Any]) -> None:
     setup, _ = graph
     text = 'candidate = "treatment"\nlookback_days = 1\n' + FAST
@@ -372,6 +411,7 @@ def test_comparison_defaults() -> None:
         9999,
         0,
     )
+    assert section.normal_approximation_min_pairs == 1000
     assert section.guarded_metrics == PipelineConfig().headline_metrics == ("ndcg@10", "mrr")
     assert section.window(END) == (END - timedelta(days=6), END)
 
@@ -397,6 +437,15 @@ def test_guarded_metrics_follow_the_headline_metrics_unless_set(tmp_path: Path) 
         ("alpha = 0", "comparison.alpha: must be greater than 0, got 0"),
         ("n_resamples = 0", "comparison.n_resamples: must be greater than or equal to 1, got 0"),
         ("seed = -1", "comparison.seed: must be greater than or equal to 0, got -1"),
+        (
+            "normal_approximation_min_pairs = 99",
+            "comparison.normal_approximation_min_pairs: must be greater than or equal to 100, "
+            "got 99",
+        ),
+        (
+            "normal_approximation_min_pairs = 1e3",
+            "comparison.normal_approximation_min_pairs: must be a valid integer, got 1000.0",
+        ),
         ('control = ""', "comparison.control: String should have at least 1 character, got ''"),
         ("candidate = 3", "comparison.candidate: must be a valid string, got 3"),
         (
@@ -411,7 +460,8 @@ def test_guarded_metrics_follow_the_headline_metrics_unless_set(tmp_path: Path) 
         (
             "lookback = 3",
             "comparison.lookback: unknown key; allowed keys here: control, candidate, "
-            "lookback_days, alpha, guarded_metrics, n_resamples, seed",
+            "lookback_days, alpha, guarded_metrics, n_resamples, seed, "
+            "normal_approximation_min_pairs",
         ),
     ],
 )

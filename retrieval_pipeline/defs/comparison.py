@@ -2,8 +2,10 @@
 control over a look-back window ending at each partition day, and `variant_comparison_flag`
 fails when the experiment is flagged for review or no comparison was possible.
 
-Thin wiring over `retrieval_pipeline.comparison`: the window's `query_metrics` rows come from
-`sql/rpt_comparison_window.sql`, the statistics from `compare_query_metrics`, the files from
+Thin wiring over `retrieval_pipeline.comparison`: the window is aggregated in the warehouse
+(`read_window`: `sql/rpt_comparison_window.sql` says what it holds, `rpt_comparison_pairs`,
+`_levels` and `_coverage` give the paired differences, each arm's level and the counts), so no
+per-trace row reaches Python; the statistics come from `compare_data`, the files from
 `html_report`. A range run compares each day of the range over its own window. The asset also
 depends on `segment_metrics` for one thing only: the report's trend of the last 30 partitions.
 
@@ -22,14 +24,24 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
+import numpy as np
 import pandas as pd
 
 from retrieval_pipeline import html_report, report, trend
 from retrieval_pipeline.comparison import (
     CONFIDENCE_LEVEL,
+    ArmSummary,
     Comparison,
+    ComparisonData,
     ComparisonSettings,
-    compare_query_metrics,
+    PairedDifferences,
+    SegmentCoverage,
+    choose_metrics,
+    compare_data,
+    metric_order,
+    query_metrics_choice,
+    query_metrics_data,
 )
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.defs.assets import query_metrics, segment_metrics, warehouse_asset
@@ -53,6 +65,7 @@ def comparison_settings(config: PipelineConfig) -> ComparisonSettings:
         n_resamples=section.n_resamples,
         seed=section.seed,
         min_annotated_traces=max(1, config.checks.min_annotated_traces),
+        normal_approximation_min_pairs=section.normal_approximation_min_pairs,
     )
 
 
@@ -137,14 +150,110 @@ class DayComparison:
         }
 
 
-def compare_window(rows: pd.DataFrame, day: date, config: PipelineConfig) -> DayComparison:
-    """Compare the configured candidate with control on `rows`, the `query_metrics` rows of
-    partition `day`'s window (`sql/rpt_comparison_window.sql`). A configured metric missing from
-    the rows raises ValueError."""
+@dataclass(frozen=True)
+class WindowData:
+    """A window's traces as the comparison needs them: the days holding data, every variant
+    served, and the comparison's aggregated input when both configured arms are there."""
+
+    days_with_data: int
+    variants: tuple[str, ...]
+    data: ComparisonData | None
+
+
+def _arms_present(variants: tuple[str, ...], config: PipelineConfig) -> bool:
     section = config.comparison
-    start, end = section.window(day)
+    return section.control in variants and section.candidate in variants
+
+
+def window_from_rows(rows: pd.DataFrame, config: PipelineConfig) -> WindowData:
+    """`WindowData` of a window's long `query_metrics` rows (`compare_query_metrics`' input), in
+    pandas; ValueError when a configured metric is not among them."""
+    section = config.comparison
     variants = tuple(sorted(str(v) for v in pd.unique(rows["variant"])))
     days = int(rows["partition_date"].nunique()) if len(rows) else 0
+    if rows.empty or not _arms_present(variants, config):
+        return WindowData(days, variants, None)
+    metrics = query_metrics_choice(rows, config.metrics)
+    data = query_metrics_data(rows, section.control, section.candidate, metrics)
+    return WindowData(days, variants, data)
+
+
+def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConfig) -> WindowData:
+    """`WindowData` of partition `day`'s window, aggregated in the warehouse (the same numbers as
+    `window_from_rows` on the window's rows); ValueError when a configured metric was not
+    scored there."""
+    section = config.comparison
+    start, end = section.window(day)
+    window = {"start_date": start, "end_date": end}
+    contents = conn.execute(load_sql("rpt_comparison_window"), window).fetchall()
+    variants = tuple(sorted({str(variant) for _, variant, _, _ in contents}))
+    days = len({partition for partition, _, _, _ in contents})
+    if not contents or not _arms_present(variants, config):
+        return WindowData(days, variants, None)
+    arms = (section.control, section.candidate)
+    metrics = choose_metrics(
+        metric_order(sorted({str(metric) for _, _, _, metric in contents})), config.metrics
+    )
+    # as `query_metrics_data` sees them: the rows of the compared metrics only
+    scored = [(str(v), str(s)) for _, v, s, metric in contents if metric in metrics]
+    segments = tuple(sorted({segment for variant, segment in scored if variant in arms}))
+    arm_params = window | {
+        "control": section.control,
+        "candidate": section.candidate,
+        "overall_segment": OVERALL_SEGMENT,
+    }
+    params = arm_params | {"metrics": list(metrics)}
+    pairs: dict[tuple[str, str], PairedDifferences] = {}
+    for metric in metrics:
+        found = conn.execute(
+            load_sql("rpt_comparison_pairs"), arm_params | {"metric": metric}
+        ).fetchnumpy()
+        for segment, control, candidate, differences in zip(
+            found["segment"],
+            found["control_mean"],
+            found["candidate_mean"],
+            found["differences"],
+            strict=True,
+        ):
+            pairs[(str(segment), metric)] = PairedDifferences(
+                float(control), float(candidate), np.asarray(differences, dtype=float)
+            )
+    levels = {
+        (str(segment), str(metric), str(variant)): ArmSummary(
+            int(n), *(None if v is None else float(v) for v in (mean, sd, low, high))
+        )
+        for metric, variant, segment, n, mean, sd, low, high in conn.execute(
+            load_sql("rpt_comparison_levels"), params
+        ).fetchall()
+    }
+    coverage = {
+        str(row[0]): SegmentCoverage(str(row[0]), *(int(value) for value in row[1:]))
+        for row in conn.execute(load_sql("rpt_comparison_coverage"), params).fetchall()
+    }
+    data = ComparisonData(
+        control=section.control,
+        candidate=section.candidate,
+        metrics=metrics,
+        variants=tuple(sorted({variant for variant, _ in scored})),
+        segments=segments,
+        pairs=pairs,
+        levels=levels,
+        coverage=coverage,
+    )
+    return WindowData(days, variants, data)
+
+
+def compare_window(
+    window: WindowData | pd.DataFrame, day: date, config: PipelineConfig
+) -> DayComparison:
+    """Compare the configured candidate with control over partition `day`'s window: its
+    `WindowData` (`read_window`), or the window's long `query_metrics` rows (aggregated by
+    `window_from_rows`). A configured metric missing from the window raises ValueError."""
+    if isinstance(window, pd.DataFrame):
+        window = window_from_rows(window, config)
+    section = config.comparison
+    start, end = section.window(day)
+    variants = window.variants
 
     def outcome(comparison: Comparison | None, problem: str | None) -> DayComparison:
         return DayComparison(
@@ -152,7 +261,7 @@ def compare_window(rows: pd.DataFrame, day: date, config: PipelineConfig) -> Day
             window_start=start,
             window_end=end,
             lookback_days=section.lookback_days,
-            days_with_data=days,
+            days_with_data=window.days_with_data,
             variants=variants,
             control=section.control,
             candidate=section.candidate,
@@ -160,20 +269,18 @@ def compare_window(rows: pd.DataFrame, day: date, config: PipelineConfig) -> Day
             problem=problem,
         )
 
-    if rows.empty:
+    if not variants:
         return outcome(None, "the window holds no traces")
     absent = [
         f"{role} variant {name!r} has no traces in the window"
         for role, name in (("control", section.control), ("candidate", section.candidate))
         if name not in variants
     ]
-    if absent:
+    if absent or window.data is None:
         lead = ["the window holds one variant only"] if len(variants) < 2 else []
         problem = "; ".join([*lead, *absent]) + f"; variants present: {', '.join(variants)}"
         return outcome(None, problem)
-    comparison = compare_query_metrics(
-        rows, section.control, section.candidate, comparison_settings(config), config.metrics
-    )
+    comparison = compare_data(window.data, comparison_settings(config))
     if comparison.coverage[-1].paired == 0:
         return outcome(
             comparison,
@@ -307,25 +414,26 @@ def variant_comparison(
     config = settings.load()
     folder = settings.reports_folder(warehouse)
     days = report.days_between(start, end)
-    first = config.comparison.window(start)[0]
-    with warehouse.get_connection() as conn:
-        rows = conn.execute(
-            load_sql("rpt_comparison_window"), {"start_date": first, "end_date": end}
-        ).df()
-        trends = {day: trend.read_segment_trend(conn, day, config.headline_metrics) for day in days}
-    day_of = pd.to_datetime(rows["partition_date"]).dt.date
     results: list[DayComparison] = []
     written: list[Path] = []
-    for day in days:
-        window_start, window_end = config.comparison.window(day)
-        in_window = rows[(day_of >= window_start) & (day_of <= window_end)]
+    inputs: list[tuple[date, WindowData, pd.DataFrame]] = []
+    with warehouse.get_connection() as conn:
+        for day in days:
+            try:
+                window = read_window(conn, day, config)
+            except ValueError as exc:
+                raise dg.Failure(description=f"variant comparison of {day}: {exc}") from exc
+            inputs.append(
+                (day, window, trend.read_segment_trend(conn, day, config.headline_metrics))
+            )
+    for day, window, day_trend in inputs:
         try:
-            result = compare_window(in_window, day, config)
+            result = compare_window(window, day, config)
         except ValueError as exc:
             raise dg.Failure(description=f"variant comparison of {day}: {exc}") from exc
         context.log.info(result.words())
         results.append(result)
-        written += write_reports(result, folder, trends[day], config)
+        written += write_reports(result, folder, day_trend, config)
     with_day = start != end
     metadata: dict[str, dg.RawMetadataValue] = {
         "partition_start": start.isoformat(),
