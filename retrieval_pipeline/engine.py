@@ -64,9 +64,17 @@ def connect(database: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
     return conn
 
 
-def prepare(conn: duckdb.DuckDBPyConnection) -> None:
-    """Set the session up for the statements in sql/ and create missing tables."""
+def prepare(conn: duckdb.DuckDBPyConnection, compact_strings: bool = False) -> None:
+    """Set the session up for the statements in sql/ and create missing tables.
+
+    Unless `compact_strings`, DuckDB's DICT_FSST string compression is off: on the id lists it
+    cost more than validating them (at 1M traces, tens of seconds at each checkpoint) for files
+    about 2.7x smaller (bench/README.md, "Where the time goes")."""
     _set_time_zone(conn)
+    if compact_strings:
+        conn.execute("reset disabled_compression_methods")
+    else:
+        conn.execute("set disabled_compression_methods = 'dict_fsst'")
     conn.execute(load_sql("schema"))
     conn.execute(load_sql("macros"))
 

@@ -398,6 +398,8 @@ repeated_trace_ids as (
                 source_line,
                 false as in_piece
             from seen_trace_ids
+            -- only those this piece repeats: the window then stays the size of the piece
+            where trace_id in (select shaped.trace_id from shaped where shaped.reason is null)
         )
         window by_trace as (partition by trace_id order by file_order, source_line)
     ) as seen

@@ -472,3 +472,15 @@ def test_pieces_do_not_change_any_outcome(tmp_path: Path, monkeypatch: pytest.Mo
     reasons = whole[2]["reason"]  # type: ignore[index]
     assert any("duplicate trace_id t1 (first seen at " in r for r in reasons)
     assert any("gzip stream is truncated" in r for r in reasons)
+
+
+def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) -> None:
+    def disabled(compact: bool) -> str:
+        conn = engine.connect(tmp_path / f"w{compact}.duckdb")
+        engine.prepare(conn, compact_strings=compact)
+        row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
+        conn.close()
+        return str(row[0] if row else "")
+
+    assert disabled(False).lower() == "dict_fsst"
+    assert disabled(True) == ""
