@@ -7,12 +7,12 @@ transaction, so re-running a day never duplicates rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import date
 from pathlib import Path
-from typing import TypeAlias
+from typing import Self, TypeAlias
 
 import duckdb
 import numpy as np
@@ -40,15 +40,25 @@ class IngestCounts:
     outside_day: int = 0
 
 
+class _Counts:
+    """Counts that add up over days."""
+
+    @classmethod
+    def total(cls, parts: Iterable[Self]) -> Self:
+        items = list(parts)
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        return cls(**{name: sum(getattr(item, name) for item in items) for name in names})
+
+
 @dataclass(frozen=True)
-class LabelCounts:
+class LabelCounts(_Counts):
     labels: int
     stale: int
     traces_with_stale: int
 
 
 @dataclass(frozen=True)
-class MetricCounts:
+class MetricCounts(_Counts):
     traces: int
     annotated: int
     unannotated: int

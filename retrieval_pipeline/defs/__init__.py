@@ -24,6 +24,7 @@ from retrieval_pipeline.defs.resources import (
     DB_ENV,
     DEFAULT_DB,
     DEFAULT_STORE,
+    MEMORY_LIMIT_ENV,
     REPORTS_ENV,
     STORE_ENV,
     PipelineSettingsResource,
@@ -65,7 +66,14 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
         resources={
             "live_monitor": live.LiveMonitorResource(),
             "trace_store": TraceStoreResource(root=_env_or(STORE_ENV, DEFAULT_STORE)),
-            "warehouse": WarehouseResource(database=_env_or(DB_ENV, DEFAULT_DB)),
+            "warehouse": WarehouseResource(
+                database=_env_or(DB_ENV, DEFAULT_DB),
+                connection_config=(
+                    {"memory_limit": os.environ[MEMORY_LIMIT_ENV]}
+                    if os.environ.get(MEMORY_LIMIT_ENV)
+                    else {}
+                ),
+            ),
             "settings": PipelineSettingsResource(
                 config_path=str(path.absolute()) if path else None,
                 reports_dir=_env_or_none(REPORTS_ENV),

@@ -166,7 +166,11 @@ def labels(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
     start, end = partition_days(context)
     with warehouse.get_connection() as conn:
         quality = nightly.quality_counts(conn, start, end)
-        counts = engine.build_labels(conn, start, end, use_corpus=quality.corpus_documents > 0)
+        # a day at a time, so that a backfill's memory is one day's whatever its length
+        counts = engine.LabelCounts.total(
+            engine.build_labels(conn, day, day, use_corpus=quality.corpus_documents > 0)
+            for day in report.days_between(start, end)
+        )
     rate = counts.stale / counts.labels if counts.labels else float("nan")
     summary = (
         f"{counts.labels} labels, {counts.stale} dropped as stale"
@@ -196,8 +200,12 @@ def query_metrics(
     start, end = partition_days(context)
     config = settings.load()
     with warehouse.get_connection() as conn:
-        counts = engine.compute_query_metrics(
-            conn, config.metric_objects(), start, end, config.gain, config.relevance_level
+        # a day at a time, so that a backfill's memory is one day's whatever its length
+        counts = engine.MetricCounts.total(
+            engine.compute_query_metrics(
+                conn, config.metric_objects(), day, day, config.gain, config.relevance_level
+            )
+            for day in report.days_between(start, end)
         )
     summary = (
         f"{counts.traces} traces scored on {', '.join(config.metrics)}: {counts.annotated} "

@@ -15,6 +15,8 @@ from retrieval_pipeline.config import PipelineConfig, load_config
 from retrieval_pipeline.store import LocalTraceStore, TraceStore
 
 DB_ENV = "RETRIEVAL_PIPELINE_DB"
+# DuckDB's memory_limit for the warehouse (e.g. "2GB"); unset, DuckDB's own default (80% of RAM)
+MEMORY_LIMIT_ENV = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
 STORE_ENV = "RETRIEVAL_PIPELINE_STORE"
 REPORTS_ENV = "RETRIEVAL_PIPELINE_REPORTS"
 APPROVALS_ENV = "RETRIEVAL_PIPELINE_APPROVALS"

@@ -1,0 +1,99 @@
+"""A backfill of N days in one run, through every asset and check: does memory grow with N?
+
+    python bench/backfill.py --sizes 100000 --days 2,8 [--memory-limit 1GB]
+
+Each day of the store holds the same generated day of `--sizes` traces (a hard link to the
+nightly store's file), so every day scores the same means as the oracle's single day. The whole
+range runs as one `dagster asset materialize --partition-range` process (every asset has a
+single-run backfill policy); wall time and peak RSS are the process's own, as in (c).
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import Row, emit, max_abs_diff, oracle_means, parse_args, run_process, run_worker
+from bench.generate import Dataset, dataset
+from bench.nightly import dagster_command, prepare
+
+
+def backfill_store(ds: Dataset, days: int) -> tuple[Path, list[str]]:
+    """A trace store of `days` days ending at the dataset's day, each the same traces."""
+    root = ds.root / f"backfill_store_{days}"
+    day_file = next((ds.store / "traces" / f"date={ds.day.isoformat()}").iterdir())
+    corpus = next((ds.store / "corpus").iterdir())
+    (root / "corpus").mkdir(parents=True, exist_ok=True)
+    # hard links: the store refuses a symbolic link that leads out of its root
+    link = root / "corpus" / corpus.name
+    if not link.exists():
+        link.hardlink_to(corpus)
+    names = []
+    for back in range(days - 1, -1, -1):
+        name = (ds.day - timedelta(days=back)).isoformat()
+        folder = root / "traces" / f"date={name}"
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / day_file.name).exists():
+            (folder / day_file.name).hardlink_to(day_file)
+        names.append(name)
+    return root, names
+
+
+def measure(
+    sizes: list[int], day_counts: list[int], seed: int = 7, memory_limit: str | None = None
+) -> list[Row]:
+    rows: list[Row] = []
+    for size in sizes:
+        ds = dataset(size, seed)
+        oracle = oracle_means(ds)
+        for days in day_counts:
+            store, names = backfill_store(ds, days)
+            _, env = prepare(ds, f"backfill_{days}")
+            env["RETRIEVAL_PIPELINE_STORE"] = str(store)
+            if memory_limit:
+                env["RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"] = memory_limit
+            cmd = [
+                dagster_command(), "asset", "materialize", "-m", "retrieval_pipeline.defs",
+                "--select", "*", "--partition-range", f"{names[0]}...{names[-1]}",
+            ]  # fmt: skip
+            proc = run_process(cmd, env=env)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+            means, _ = run_worker(
+                "db_means", "--day", names[-1], "--db", env["RETRIEVAL_PIPELINE_DB"]
+            )
+            rows.append(
+                Row(
+                    "(c') backfill",
+                    f"dagster asset materialize, {days} days in one run, JSONL.gz",
+                    size * days,
+                    proc.wall_s,
+                    proc.wall_s,
+                    proc.peak_rss_mib,
+                    max_abs_diff(means["means"], oracle, f"backfill of {days} days"),
+                    means["means"],
+                    note=f"{size:,} traces a day; DuckDB memory_limit {memory_limit or 'default'};"
+                    " whole process; means of its last day",
+                )
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    options = {"--days": "2,8", "--memory-limit": ""}
+    for name in options:
+        if name in argv:
+            at = argv.index(name)
+            options[name] = argv[at + 1]
+            del argv[at : at + 2]
+    args = parse_args(__doc__.splitlines()[0], argv)
+    days = [int(d) for d in options["--days"].split(",")]
+    emit(measure(args.sizes, days, args.seed, options["--memory-limit"] or None), args.json)
+
+
+if __name__ == "__main__":
+    main()
