@@ -334,8 +334,9 @@ def ingest_traces(
     source: TraceSource,
     partition_date: date | None = None,
 ) -> IngestCounts:
-    """Validate records into `traces`, the rest into `quarantine`, a piece at a time (memory does
-    not grow with the input) and all in one transaction (a day is replaced whole or not at all).
+    """Validate records into `traces`, the rest into `quarantine`, a piece at a time and all in
+    one transaction: a day is replaced whole or not at all. Python holds one piece at a time;
+    DuckDB holds the transaction's new rows until it commits.
 
     With `partition_date` (the trace store's day) every record is stored under that date and that
     date is replaced; the store's day is authoritative, so a valid record whose timestamp falls on
