@@ -151,6 +151,15 @@ def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
     help="Bootstrap and randomization resamples per cell.",
 )
 @click.option(
+    "--normal-approximation-min-pairs",
+    "large_sample_pairs",
+    type=int,
+    default=None,
+    help="From this many paired queries (nonzero differences for the p-value) on, a cell uses "
+    "the t interval and the normal approximation of the sign-flip test instead of resampling "
+    "(an integer >= 100; default 1000, as [comparison] normal_approximation_min_pairs).",
+)
+@click.option(
     "--fail-on-flag",
     is_flag=True,
     help=f"Exit with status {FLAGGED_EXIT_CODE} when the experiment is flagged.",
@@ -172,6 +181,7 @@ def compare(
     min_annotated: int,
     seed: int,
     n_resamples: int,
+    large_sample_pairs: int | None,
     fail_on_flag: bool,
 ) -> None:
     """Compare variant CANDIDATE with CONTROL on TRACES (files or directories), per segment."""
@@ -189,6 +199,11 @@ def compare(
             segment, metric, value = parse_threshold(text)
             limits.setdefault(segment or ALL_SEGMENTS, {})[metric] = value
         guarded = [name for item in guards for name in item.split(",") if name.strip()]
+        large = (
+            {}
+            if large_sample_pairs is None
+            else {"normal_approximation_min_pairs": large_sample_pairs}
+        )
         settings = ComparisonSettings(
             alpha=alpha,
             guarded_metrics=tuple(guarded),
@@ -196,6 +211,7 @@ def compare(
             n_resamples=n_resamples,
             seed=seed,
             min_annotated_traces=min_annotated,
+            **large,
         )
         run = run_evaluation(list(traces), metrics, corpus, gain, relevance_level)
         comparison = compare_variants(run.per_query, control, candidate, settings)

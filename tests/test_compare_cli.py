@@ -139,6 +139,10 @@ def test_reports_by_extension(traces: Path, tmp_path: Path, suffix: str) -> None
         (["--guard", "map"], "guarded metric map is not compared (mrr)"),
         (["--metrics", "mrr@0"], "the cut-off K must be >= 1"),
         (["--alpha", "0"], "alpha must be a number in (0, 1)"),
+        (
+            ["--normal-approximation-min-pairs", "50"],
+            "normal_approximation_min_pairs must be an integer >= 100, got 50",
+        ),
     ],
 )
 def test_bad_options_are_one_line_errors(traces: Path, args: list[str], message: str) -> None:
@@ -171,3 +175,16 @@ def test_importing_the_command_stays_light() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_large_sample_switch_is_a_setting_of_the_report(traces: Path, tmp_path: Path) -> None:
+    def setting(*args: str) -> object:
+        out = tmp_path / "report.json"
+        result = run(traces, "--output", str(out), *args)
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text(encoding="utf-8"))["settings"][
+            "normal_approximation_min_pairs"
+        ]
+
+    assert setting() == 1000
+    assert setting("--normal-approximation-min-pairs", "250") == 250
