@@ -221,6 +221,9 @@ def test_the_check_fails_on_the_injected_regression_day(graph: tuple[Setup, Any]
     assert metadata["delta ndcg@10"].value == pytest.approx(headline["delta"])
     assert isinstance(metadata["reasons"], dg.MarkdownMetadataValue)
     assert "flagged for review: multi_hop: ndcg@10" in str(metadata["summary"].value)
+    cells = str(metadata["cells"].value)  # the UI's table names each cell's methods
+    assert "| CI method | p method |" in cells
+    assert headline["ci_method"] in cells and headline["p_randomization_method"] in cells
 
 
 def test_the_check_passes_on_a_clean_day(graph: tuple[Setup, Any]) -> None:

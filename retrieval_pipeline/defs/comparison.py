@@ -332,7 +332,7 @@ def _num(value: float | None, signed: bool = False) -> str:
 
 def _cells_markdown(comparison: Comparison) -> str:
     header = ["segment", "metric", "paired", "control", "candidate", "delta"]
-    header += [f"{CONFIDENCE_LEVEL:.0%} CI", "p Holm", "verdict"]
+    header += [f"{CONFIDENCE_LEVEL:.0%} CI", "p Holm", "verdict", "CI method", "p method"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for cell in comparison.cells:
         interval = (
@@ -351,6 +351,8 @@ def _cells_markdown(comparison: Comparison) -> str:
             interval,
             "-" if p is None else f"{p:.4f}",
             cell.verdict,
+            cell.ci_method or "-",
+            cell.p_randomization_method or "-",
         ]
         lines.append("| " + " | ".join(report.escape_markdown(c) for c in row) + " |")
     return "\n".join(lines)
