@@ -110,7 +110,10 @@ def jsonl_pieces(path: Path, piece_bytes: int | None = None) -> Iterator[JsonlPi
             raise TraceFileError(f"{path}: not a gzip file (the name ends in .gz)")
         handle.seek(0)
         inflater = zlib.decompressobj(wbits=31) if gzipped else None
-        pending = b""
+        # blocks read since the last piece, joined once a piece's worth is there (appending each
+        # block to one bytes object would copy the growing piece at every block)
+        blocks: list[bytes] = []
+        size = 0
         first_line, at_start, read_any, error = 1, True, False, None
         while error is None:
             try:
@@ -122,15 +125,20 @@ def jsonl_pieces(path: Path, piece_bytes: int | None = None) -> Iterator[JsonlPi
             read_any = True
             if inflater is not None:
                 block, inflater, error = _inflate(block, inflater)
-            pending += block
-            cut = pending.rfind(b"\n", 0) + 1 if len(pending) >= piece_bytes else 0
+            blocks.append(block)
+            size += len(block)
+            if size < piece_bytes:
+                continue
+            pending = b"".join(blocks)
+            cut = pending.rfind(b"\n") + 1
             if cut:
                 yield JsonlPiece(pending[:cut], first_line, at_start)
                 first_line += pending.count(b"\n", 0, cut)
                 pending, at_start = pending[cut:], False
+            blocks, size = [pending], len(pending)
         if error is None and inflater is not None and read_any and not inflater.eof:
             error = "the gzip stream is truncated; this record was cut off"
-        yield JsonlPiece(pending, first_line, at_start, error)
+        yield JsonlPiece(b"".join(blocks), first_line, at_start, error)
 
 
 def _inflate(
