@@ -349,21 +349,17 @@ def ingest_traces(
     create_seen_trace_ids(conn)
     try:
         with transaction(conn):
+            if partition_date is not None:
+                _replace_once(conn, [partition_date], replaced)
             for raw in pieces:
                 staged = _stage_records(conn, raw, partition_date)
                 with registered(conn, "stg_trace_records", staged):
-                    dates = (
-                        [partition_date]
-                        if partition_date is not None
-                        else [
-                            row[0]
-                            for row in conn.execute(
-                                "select distinct partition_date from stg_trace_records"
-                                " where partition_date is not null"
-                            ).fetchall()
-                        ]
-                    )
-                    _replace_once(conn, dates, replaced)
+                    if partition_date is None:  # the dates of this piece's own timestamps
+                        dates = conn.execute(
+                            "select distinct partition_date from stg_trace_records"
+                            " where partition_date is not null"
+                        ).fetchall()
+                        _replace_once(conn, [row[0] for row in dates], replaced)
                     _insert(conn, "traces", "int_valid_traces")
                     _insert(conn, "quarantine", "int_quarantined_records")
                     conn.execute(
@@ -374,8 +370,6 @@ def ingest_traces(
                     assert row is not None
                     read, valid = read + int(row[0]), valid + int(row[1])
                     duplicates, outside = duplicates + int(row[2]), outside + int(row[3])
-            if partition_date is not None:
-                _replace_once(conn, [partition_date], replaced)  # a day with no records at all
     finally:
         conn.execute("drop table if exists seen_trace_ids")
     return IngestCounts(
