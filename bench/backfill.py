@@ -83,16 +83,13 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    options = {"--days": "2,8", "--memory-limit": ""}
-    for name in options:
-        if name in argv:
-            at = argv.index(name)
-            options[name] = argv[at + 1]
-            del argv[at : at + 2]
-    args = parse_args(__doc__.splitlines()[0], argv)
-    days = [int(d) for d in options["--days"].split(",")]
-    emit(measure(args.sizes, days, args.seed, options["--memory-limit"] or None), args.json)
+    options = {
+        "--days": {"default": "2,8", "help": "comma-separated day counts"},
+        "--memory-limit": {"default": None, "help": "DuckDB memory_limit, e.g. 1GB"},
+    }
+    args = parse_args(__doc__.splitlines()[0], argv, options)
+    days = [int(d) for d in args.days.split(",")]
+    emit(measure(args.sizes, days, args.seed, args.memory_limit), args.json)
 
 
 if __name__ == "__main__":

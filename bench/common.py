@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -185,8 +186,16 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def parse_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
+def parse_args(
+    description: str,
+    argv: list[str] | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
+) -> argparse.Namespace:
+    """The options every measurement takes, and a script's own (`options`: flag -> keyword
+    arguments of `add_argument`)."""
     parser = argparse.ArgumentParser(description=description)
+    for flag, spec in (options or {}).items():
+        parser.add_argument(flag, **spec)
     parser.add_argument("--sizes", default="10000", help="comma-separated trace counts")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=1, help="timed repetitions (median reported)")

@@ -144,10 +144,9 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> None:
-    cli = "--cli" in (argv if argv is not None else sys.argv[1:])
-    rest = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--cli"]
-    args = parse_args(__doc__.splitlines()[0], rest)
-    emit(measure(args.sizes, args.seed, args.repeat, cli=cli), args.json)
+    cli = {"action": "store_true", "help": "also time the dagster command as a whole process"}
+    args = parse_args(__doc__.splitlines()[0], argv, {"--cli": cli})
+    emit(measure(args.sizes, args.seed, args.repeat, cli=args.cli), args.json)
 
 
 if __name__ == "__main__":
