@@ -7,7 +7,10 @@ transaction, so re-running a day never duplicates rows.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import date
@@ -19,6 +22,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from retrieval_pipeline import readers
 from retrieval_pipeline.metrics import Gain, Metric, check_gain, check_relevance_level
@@ -197,6 +201,24 @@ def _raw_record_pieces(
     return len(files), _file_pieces(conn, files)
 
 
+def _read_ahead(pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """`pieces` in order, the next one read in a second thread while the caller validates this
+    one: reading (gunzip, splitting lines, Parquet rows to JSON) keeps one core busy while DuckDB's
+    validation does not keep both busy all the time."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead") as reader:
+        upcoming = reader.submit(next, pieces, None)
+        try:
+            while (piece := upcoming.result()) is not None:
+                upcoming = reader.submit(next, pieces, None)
+                yield piece
+        finally:
+            upcoming.cancel()
+            wait([upcoming])  # the generator is closed below, never while it runs
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+
+
 def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[pa.Table]:
     with _converter(conn) as converter:
         for start in range(0, rows.num_rows, ROWS_PER_PIECE):
@@ -334,9 +356,13 @@ def ingest_traces(
     source: TraceSource,
     partition_date: date | None = None,
 ) -> IngestCounts:
-    """Validate records into `traces`, the rest into `quarantine`, a piece at a time and all in
-    one transaction: a day is replaced whole or not at all. Python holds one piece at a time;
-    DuckDB holds the transaction's new rows until it commits.
+    """Validate records into `traces`, the rest into `quarantine`: a day is replaced whole or not
+    at all.
+
+    Each piece is validated and written to a staging Parquet file outside any transaction; one
+    short transaction then replaces the day from those files. Inside a transaction DuckDB keeps
+    every Arrow piece it inserted alive until the commit (about 0.4 GB per 55k traces), so
+    staging is what keeps memory flat in the size of a day (bench/README.md).
 
     With `partition_date` (the trace store's day) every record is stored under that date and that
     date is replaced; the store's day is authoritative, so a valid record whose timestamp falls on
@@ -345,23 +371,24 @@ def ingest_traces(
     """
     n_files, pieces = _raw_record_pieces(conn, source)
     read = valid = duplicates = outside = 0
-    replaced: set[date] = set()
+    dates: set[date] = set() if partition_date is None else {partition_date}
+    staged_files: dict[str, list[str]] = {table: [] for table in STAGED_TABLES}
     create_seen_trace_ids(conn)
-    try:
-        with transaction(conn):
-            if partition_date is not None:
-                _replace_once(conn, [partition_date], replaced)
-            for raw in pieces:
+    with _staging_directory(conn) as staging:
+        try:
+            for number, raw in enumerate(_read_ahead(pieces)):
                 staged = _stage_records(conn, raw, partition_date)
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
-                        dates = conn.execute(
+                        rows = conn.execute(
                             "select distinct partition_date from stg_trace_records"
                             " where partition_date is not null"
                         ).fetchall()
-                        _replace_once(conn, [row[0] for row in dates], replaced)
-                    _insert(conn, "traces", "int_valid_traces")
-                    _insert(conn, "quarantine", "int_quarantined_records")
+                        dates.update(row[0] for row in rows)
+                    for table, statement in STAGED_TABLES.items():
+                        path = staging / f"{table}-{number:06d}.parquet"
+                        if _write_staged(conn, statement, path):
+                            staged_files[table].append(str(path))
                     conn.execute(
                         "insert into seen_trace_ids select trace_id, file_order, source_file,"
                         " source_line from stg_trace_records where reason is null"
@@ -370,8 +397,13 @@ def ingest_traces(
                     assert row is not None
                     read, valid = read + int(row[0]), valid + int(row[1])
                     duplicates, outside = duplicates + int(row[2]), outside + int(row[3])
-    finally:
-        conn.execute("drop table if exists seen_trace_ids")
+        finally:
+            conn.execute("drop table if exists seen_trace_ids")
+        with transaction(conn):
+            for table, files in staged_files.items():
+                _delete_partitions(conn, table, sorted(dates))
+                if files:
+                    _insert(conn, table, "stg_staged_rows", {"files": files})
     return IngestCounts(
         files=n_files,
         read=read,
@@ -380,6 +412,10 @@ def ingest_traces(
         duplicate_ids_dropped=duplicates,
         outside_day=outside,
     )
+
+
+# The tables an ingestion fills, and the statement that shapes a piece's rows for each.
+STAGED_TABLES = {"traces": "int_valid_traces", "quarantine": "int_quarantined_records"}
 
 
 def create_seen_trace_ids(conn: duckdb.DuckDBPyConnection) -> None:
@@ -391,26 +427,63 @@ def create_seen_trace_ids(conn: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+@contextmanager
+def _staging_directory(conn: duckdb.DuckDBPyConnection) -> Iterator[Path]:
+    """A fresh folder for one ingestion's staging files, removed afterwards: beside the warehouse
+    file (the disk the user gave it), or in the system's temporary folder for an in-memory one."""
+    row = conn.execute(
+        "select path from duckdb_databases() where database_name = current_database()"
+    ).fetchone()
+    if row is None or row[0] is None:
+        with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-staging-") as folder:
+            yield Path(folder)
+        return
+    root = Path(row[0]).with_name(Path(row[0]).name + ".staging")
+    # Holding the warehouse's write lock, no other ingestion is using this root: what is there was
+    # left by a killed one.
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_staged(conn: duckdb.DuckDBPyConnection, statement: str, path: Path) -> bool:
+    """Write the rows of `sql/<statement>.sql` to `path` as Parquet; False when there are none."""
+    rows = conn.sql(load_sql(statement)).to_arrow_table()
+    if rows.num_rows == 0:
+        return False
+    # read once, right after: no compression, dictionaries or statistics to pay for
+    pq.write_table(
+        rows,
+        path,
+        row_group_size=STAGING_ROW_GROUP_ROWS,
+        compression="none",
+        use_dictionary=False,
+        write_statistics=False,
+    )
+    return True
+
+
+# Row groups of the staging files: the final insert reads one per thread.
+STAGING_ROW_GROUP_ROWS = 16_384
+
+# Rows of one Arrow record batch handed to DuckDB: it scans an Arrow table a batch per thread, so
+# a piece in one batch would be validated on one core.
+SCAN_BATCH_ROWS = 8_192
+
+
 def _stage_records(
     conn: duckdb.DuckDBPyConnection, raw: pa.Table, partition_date: date | None
 ) -> pa.Table:
     """One piece of raw records validated (sql/stg_trace_records.sql), repeats dropped."""
+    raw = pa.Table.from_batches(raw.to_batches(max_chunksize=SCAN_BATCH_ROWS), raw.schema)
     with registered(conn, "raw_records", raw):
-        # Held as Arrow, not a DuckDB table: DuckDB 2.0 writes a persistent table several
-        # times faster from Arrow than from another table (bench/README.md).
         staged = conn.sql(
             load_sql("stg_trace_records"), params={"partition_date": partition_date}
         ).to_arrow_table()
     return keep_first_occurrences(staged)
-
-
-def _replace_once(conn: duckdb.DuckDBPyConnection, dates: list[date], replaced: set[date]) -> None:
-    """Empty the partitions of `dates` not emptied yet by this ingestion."""
-    new = [d for d in dates if d not in replaced]
-    if new:
-        _delete_partitions(conn, "traces", new)
-        _delete_partitions(conn, "quarantine", new)
-        replaced.update(new)
 
 
 def load_corpus(conn: duckdb.DuckDBPyConnection, path: Path | None) -> int:

@@ -474,6 +474,39 @@ def test_pieces_do_not_change_any_outcome(tmp_path: Path, monkeypatch: pytest.Mo
     assert any("gzip stream is truncated" in r for r in reasons)
 
 
+def test_a_failed_ingestion_keeps_the_day_and_no_staging_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    day = date(2026, 11, 30)
+    folder = tmp_path / "day"
+    folder.mkdir()
+    write_lines(folder / "a.jsonl", [json.dumps(good("a")), json.dumps(good("b"))])
+    conn = engine.connect(tmp_path / "w.duckdb")
+    staging = tmp_path / "w.duckdb.staging"
+    (staging / "killed-run").mkdir(parents=True)  # what a killed ingestion would leave
+    (staging / "killed-run" / "traces-000000.parquet").write_bytes(b"PAR1")
+    written: list[Path] = []
+    write_staged = engine._write_staged
+
+    def spy(conn: object, statement: str, path: Path) -> bool:
+        written.append(path)
+        return write_staged(conn, statement, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "_write_staged", spy)
+    engine.ingest_traces(conn, [folder], partition_date=day)
+    assert written and all(path.parent == staging for path in written)
+    assert not staging.exists()
+    # the second file fails after the first one's piece is staged: the day keeps its rows
+    write_lines(folder / "a.jsonl", [json.dumps(good("c"))])
+    pq.write_table(pa.table({"trace_id": ["x"]}), folder / "b.parquet")
+    written.clear()
+    with pytest.raises(TraceFileError, match="lacks required column"):
+        engine.ingest_traces(conn, [folder], partition_date=day)
+    assert written
+    assert sorted(conn.execute("select trace_id from traces").fetchall()) == [("a",), ("b",)]
+    assert not staging.exists()
+
+
 def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) -> None:
     def disabled(compact: bool) -> str:
         conn = engine.connect(tmp_path / f"w{compact}.duckdb")
