@@ -26,6 +26,8 @@ from retrieval_pipeline.config import CONFIG_ENV, ConfigError, PipelineConfig
 from retrieval_pipeline.defs import ASSETS, build_defs, checks, defs
 from retrieval_pipeline.defs.assets import BLOCKING_CHECK_KEYS, deploy_gate
 from retrieval_pipeline.defs.resources import (
+    DB_ENV,
+    MEMORY_LIMIT_ENV,
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
@@ -169,6 +171,22 @@ def test_dagster_home_limits_the_duckdb_pool_to_one() -> None:
     settings = yaml.safe_load((home / "dagster.yaml").read_text())
     assert settings["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
     assert settings["telemetry"] == {"enabled": False}
+
+
+def test_the_warehouse_memory_limit_is_1gb_unless_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def limit() -> str:
+        monkeypatch.setenv(DB_ENV, str(tmp_path / "w.duckdb"))
+        resources = {"warehouse": build_defs().resources["warehouse"]}
+        with dg.build_resources(resources) as built, built.warehouse.get_connection() as conn:
+            row = conn.execute("select current_setting('memory_limit')").fetchone()
+        return str(row[0] if row else "")
+
+    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
+    assert limit() == "953.6 MiB"  # DuckDB's words for 1GB = 10^9 bytes
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "3GB")
+    assert limit() == "2.7 GiB"  # 3 * 10^9 bytes
 
 
 def test_schedule_tick_asks_for_the_previous_day() -> None:

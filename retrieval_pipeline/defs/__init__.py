@@ -23,6 +23,7 @@ from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
     DEFAULT_DB,
+    DEFAULT_MEMORY_LIMIT,
     DEFAULT_STORE,
     MEMORY_LIMIT_ENV,
     REPORTS_ENV,
@@ -68,11 +69,9 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
             "trace_store": TraceStoreResource(root=_env_or(STORE_ENV, DEFAULT_STORE)),
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),
-                connection_config=(
-                    {"memory_limit": os.environ[MEMORY_LIMIT_ENV]}
-                    if os.environ.get(MEMORY_LIMIT_ENV)
-                    else {}
-                ),
+                connection_config={
+                    "memory_limit": os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT
+                },
             ),
             "settings": PipelineSettingsResource(
                 config_path=str(path.absolute()) if path else None,
