@@ -24,9 +24,28 @@ case left(value::varchar, 1)
     else json_type(value)
 end;
 
+-- Whether a JSON list holds only strings or only integers (nulls aside), so that one typed parse
+-- (from_json as VARCHAR[]) reads it exactly: json_structure says so in one parse, for less than
+-- listing every item's type. A list mixing types (or with any other item) is typed item by item.
+create or replace temp macro json_uniform_id_list(list_json) as
+json_structure(list_json) in ('["VARCHAR"]', '["UBIGINT"]', '["BIGINT"]');
+
+-- The items of a JSON id list as text, a JSON null as null: one typed parse for a uniform list,
+-- item by item for the others.
+create or replace temp macro json_id_texts(list_json, uniform) as
+case
+    when uniform then from_json(list_json, '["VARCHAR"]')
+    else json_extract_string(list_json, '$[*]')
+end;
+
+-- json_type of every item of a list that is not uniform; null for a uniform one.
+create or replace temp macro json_item_types_unless_uniform(list_json, uniform) as
+case when not uniform then json_type(list_json, '$[*]') end;
+
 -- Position (1-based) of the first item of a JSON list that is not a non-empty string or an
--- integer, 0 when there is none; `item_types` from json_type(list, '$[*]'), `item_texts` from
--- json_extract_string(list, '$[*]'). Two list scans, no lambda over indexes (which is slow).
+-- integer, 0 when there is none. `item_types` from json_type(list, '$[*]'), or null for a
+-- uniform list (json_uniform_id_list); `item_texts` the items as text, where a JSON null is null.
+-- No lambda over indexes (which is slow).
 create or replace temp macro first_bad_id_at(item_types, item_texts) as
 coalesce(
     nullif(
@@ -43,7 +62,8 @@ coalesce(
                 ),
                 2147483647
             ),
-            coalesce(nullif(list_position(item_texts, ''), 0), 2147483647)
+            coalesce(nullif(list_position(item_texts, ''), 0), 2147483647),
+            coalesce(nullif(list_position(item_texts, null), 0), 2147483647)
         ),
         2147483647
     ),

@@ -71,6 +71,8 @@ typed as (
         json_type(f.label_source) as label_source_type,
         case when retrieved_type = 'ARRAY' then f.retrieved_ids end as retrieved_json,
         case when relevant_type = 'ARRAY' then f.relevant_ids end as relevant_json,
+        json_uniform_id_list(retrieved_json) as retrieved_uniform,
+        json_uniform_id_list(relevant_json) as relevant_uniform,
         case
             when scores_type = 'OBJECT'
                 then from_json(f.relevance_scores, '"MAP(VARCHAR, JSON)"')
@@ -81,10 +83,10 @@ typed as (
 elements as (
     select
         *,
-        json_type(retrieved_json, '$[*]') as retrieved_item_types,
-        json_extract_string(retrieved_json, '$[*]') as retrieved_raw,
-        json_type(relevant_json, '$[*]') as relevant_item_types,
-        json_extract_string(relevant_json, '$[*]') as relevant_raw,
+        json_item_types_unless_uniform(retrieved_json, retrieved_uniform) as retrieved_item_types,
+        json_id_texts(retrieved_json, retrieved_uniform) as retrieved_raw,
+        json_item_types_unless_uniform(relevant_json, relevant_uniform) as relevant_item_types,
+        json_id_texts(relevant_json, relevant_uniform) as relevant_raw,
         map_keys(scores_map) as score_keys,
         list_transform(map_values(scores_map), lambda v: json_type(v)) as score_types,
         list_transform(map_values(scores_map), lambda v: try_cast(v as double)) as score_values,
@@ -132,6 +134,15 @@ item_checks as (
         *,
         first_bad_id_at(retrieved_item_types, retrieved_raw) as bad_retrieved_at,
         first_bad_id_at(relevant_item_types, relevant_raw) as bad_relevant_at,
+        -- the JSON type of that item, looked up for the few records that have one
+        case
+            when bad_retrieved_at > 0
+                then json_type(retrieved_json, '$[' || (bad_retrieved_at - 1)::varchar || ']')
+        end as retrieved_bad_item_type,
+        case
+            when bad_relevant_at > 0
+                then json_type(relevant_json, '$[' || (bad_relevant_at - 1)::varchar || ']')
+        end as relevant_bad_item_type,
         list_position(
             list_transform(
                 score_types,
@@ -219,13 +230,13 @@ verdicts as (
                 field := 'retrieved_ids',
                 reason := 'retrieved_ids[' || (bad_retrieved_at - 1)::varchar || '] is '
                 || case
-                    when retrieved_item_types[bad_retrieved_at] = 'VARCHAR' then 'an empty string'
+                    when retrieved_bad_item_type = 'VARCHAR' then 'an empty string'
                     when regexp_full_match(
                         json_extract(retrieved_json, '$[' || (bad_retrieved_at - 1)::varchar || ']')
                         ::varchar,
                         '-?[0-9]+'
                     ) then 'an integer outside the 64-bit range'
-                    else json_type_in_words(retrieved_item_types[bad_retrieved_at])
+                    else json_type_in_words(retrieved_bad_item_type)
                 end
                 || '; ids must be non-empty strings or integers'
             )
@@ -238,13 +249,13 @@ verdicts as (
                 field := 'relevant_ids',
                 reason := 'relevant_ids[' || (bad_relevant_at - 1)::varchar || '] is '
                 || case
-                    when relevant_item_types[bad_relevant_at] = 'VARCHAR' then 'an empty string'
+                    when relevant_bad_item_type = 'VARCHAR' then 'an empty string'
                     when regexp_full_match(
                         json_extract(relevant_json, '$[' || (bad_relevant_at - 1)::varchar || ']')
                         ::varchar,
                         '-?[0-9]+'
                     ) then 'an integer outside the 64-bit range'
-                    else json_type_in_words(relevant_item_types[bad_relevant_at])
+                    else json_type_in_words(relevant_bad_item_type)
                 end
                 || '; ids must be non-empty strings or integers'
             )
