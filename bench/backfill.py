@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Row, emit, max_abs_diff, oracle_means, parse_args, run_process, run_worker
 from bench.generate import Dataset, dataset
 from bench.nightly import dagster_command, prepare
+from retrieval_pipeline.defs.resources import DEFAULT_MEMORY_LIMIT
 
 
 def backfill_store(ds: Dataset, days: int) -> tuple[Path, list[str]]:
@@ -75,7 +76,8 @@ def measure(
                     proc.peak_rss_mib,
                     max_abs_diff(means["means"], oracle, f"backfill of {days} days"),
                     means["means"],
-                    note=f"{size:,} traces a day; DuckDB memory_limit {memory_limit or 'default'};"
+                    note=f"{size:,} traces a day; DuckDB memory_limit"
+                    f" {memory_limit or DEFAULT_MEMORY_LIMIT + ' (the default)'};"
                     " whole process; means of its last day",
                 )
             )
