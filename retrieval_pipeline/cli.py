@@ -106,7 +106,7 @@ def evaluate(
             if path is not None:
                 output_format(path)
         run = run_evaluation(list(traces), metrics, corpus, gain, relevance_level)
-    except (MetricConfigError, TraceFileError, ValueError) as exc:
+    except (MetricConfigError, TraceFileError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     if output is not None:
         write_table(run.per_query, output)

@@ -454,15 +454,21 @@ def _write_staged(conn: duckdb.DuckDBPyConnection, statement: str, path: Path) -
     rows = conn.sql(load_sql(statement)).to_arrow_table()
     if rows.num_rows == 0:
         return False
-    # read once, right after: no compression, dictionaries or statistics to pay for
-    pq.write_table(
-        rows,
-        path,
-        row_group_size=STAGING_ROW_GROUP_ROWS,
-        compression="none",
-        use_dictionary=False,
-        write_statistics=False,
-    )
+    try:
+        # read once, right after: no compression, dictionaries or statistics to pay for
+        pq.write_table(
+            rows,
+            path,
+            row_group_size=STAGING_ROW_GROUP_ROWS,
+            compression="none",
+            use_dictionary=False,
+            write_statistics=False,
+        )
+    except OSError as exc:
+        raise OSError(
+            f"{path}: cannot write a staging file ({exc.strerror or exc}); validated rows are"
+            " staged there before they are stored, and nothing was stored"
+        ) from exc
     return True
 
 

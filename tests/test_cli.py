@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -135,6 +136,21 @@ def test_missing_path_names_it(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["evaluate", str(tmp_path / "nope")])
     assert result.exit_code == 1
     assert result.output.strip() == f"Error: {tmp_path / 'nope'}: no such file or directory"
+
+
+def test_a_full_disk_while_staging_fails_in_one_line(
+    traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", no_space)
+    result = CliRunner().invoke(main, ["evaluate", str(traces)])
+    assert result.exit_code == 1
+    line = result.output.strip()
+    assert line.startswith("Error: ") and "\n" not in line
+    assert "traces-000000.parquet: cannot write a staging file (No space left on device)" in line
+    assert "nothing was stored" in line
 
 
 def test_evaluate_does_not_import_dagster(traces: Path) -> None:
