@@ -28,6 +28,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from dagster_runs import ForkServer, Run, materialize_args
 from hypothesis import HealthCheck, given, settings
@@ -756,6 +757,30 @@ def test_an_unreadable_day_fails_in_words_and_keeps_its_previous_rows(
     after = snapshot(world.database, [DAY])
     assert same(after["traces"], before["traces"]) and len(after["traces"])
     assert not result.get_asset_check_evaluations()
+
+
+def test_a_full_disk_while_staging_fails_in_words_and_keeps_the_day(
+    small_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = make_world(tmp_path / "world")
+    fast = PIPELINE[:2]  # corpus, traces
+    assert _run_in_process(world, small_store, DAY, fast).success
+    before = snapshot(world.database, [DAY])
+
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", no_space)
+    result = _run_in_process(world, small_store, DAY, fast)
+    ((step, cls, message),) = _failures(result)
+    assert (step, cls) == ("traces", "Failure")
+    _in_words(message)
+    assert f"cannot ingest {DAY}: " in message
+    assert "cannot write a staging file (No space left on device)" in message
+    monkeypatch.undo()
+    after = snapshot(world.database, [DAY])
+    assert same(after["traces"], before["traces"]) and len(after["traces"])
+    assert not (world.database.parent / (world.database.name + ".staging")).exists()
 
 
 def test_the_cli_names_a_missing_day_and_exits_1(

@@ -94,8 +94,9 @@ def traces(
         for day, files in files_by_day:
             try:
                 per_day.append((day, engine.ingest_traces(conn, files, partition_date=day)))
-            except readers.TraceFileError as exc:
-                # the day keeps what it held before: its replacement is one transaction
+            except (readers.TraceFileError, OSError) as exc:
+                # the day keeps what it held before: its replacement is one transaction (an
+                # OSError: a staging file could not be written, e.g. a full disk)
                 raise dg.Failure(description=f"cannot ingest {day.isoformat()}: {exc}") from exc
     read = sum(c.read for _, c in per_day)
     quarantined = sum(c.quarantined for _, c in per_day)
