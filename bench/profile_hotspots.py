@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import collections
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -116,15 +118,21 @@ def stages(ds: Dataset) -> tuple[list[tuple[str, float]], object]:
         lambda: engine._stage_records(conn, raw, None),
     )
     conn.register("stg_trace_records", staged)
+    staging = Path(tempfile.mkdtemp(prefix="profile-staging-"))
+    staged_files: dict[str, list[str]] = {table: [] for table in engine.STAGED_TABLES}
 
-    def insert() -> None:
-        with engine.transaction(conn):
-            engine._delete_and_insert(conn, "traces", [day], "int_valid_traces")
-            engine._delete_and_insert(conn, "quarantine", [day], "int_quarantined_records")
+    def write() -> None:
+        for table, path in engine._write_piece(conn, staging, 0).items():
+            staged_files[table].append(path)
 
-    timed("insert traces + quarantine", insert)
+    timed("write the staging files (Parquet)", write)
     timed("ingest counts", lambda: conn.execute(load_sql("agg_ingest_counts")).fetchall())
     conn.unregister("stg_trace_records")
+    timed(
+        "replace the day from the staging files",
+        lambda: engine._replace_from_staging(conn, [day], staged_files),
+    )
+    shutil.rmtree(staging)
     timed("load corpus (1M docs)", lambda: engine.load_corpus(conn, ds.corpus))
     timed("labels + stale (sql/int_labels.sql)", lambda: engine.build_labels(conn, day, day, True))
     metrics = parse_metrics(list(METRICS))

@@ -157,18 +157,6 @@ def _insert(
     conn.execute(f"insert into {table} by name " + load_sql(statement), params or {})
 
 
-def _delete_and_insert(
-    conn: duckdb.DuckDBPyConnection,
-    table: str,
-    dates: Sequence[date] | tuple[date, date],
-    statement: str,
-    params: dict[str, object] | None = None,
-) -> None:
-    """Delete the partitions (a list of dates, or an inclusive `(start, end)` range) and insert."""
-    _delete_partitions(conn, table, dates)
-    _insert(conn, table, statement, params)
-
-
 def replace_partitions(
     conn: duckdb.DuckDBPyConnection,
     table: str,
@@ -178,7 +166,8 @@ def replace_partitions(
 ) -> None:
     """Delete the partitions from `table`, insert the rows of `sql/<statement>.sql`, atomically."""
     with transaction(conn):
-        _delete_and_insert(conn, table, dates, statement, params)
+        _delete_partitions(conn, table, dates)
+        _insert(conn, table, statement, params)
 
 
 # Rows of a Parquet file or an Arrow table validated at once (JSON lines go by
@@ -240,8 +229,8 @@ def _file_pieces(
 
 @contextmanager
 def _converter(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A second connection for turning rows into JSON: ingestion's transaction stays open on
-    `conn`, and a failed conversion (a map repeating a key, retried as text) must not abort it."""
+    """A second connection for turning rows into JSON: the pieces are read in the read-ahead
+    thread while `conn` validates the one before, and a connection serves one thread at a time."""
     converter = conn.cursor()
     try:
         _set_time_zone(converter)
@@ -351,6 +340,10 @@ def keep_first_occurrences(staged: pa.Table) -> pa.Table:
     return staged.append_column("n_duplicate_ids", pa.array(dropped))
 
 
+# The tables an ingestion fills, and the statement that shapes a piece's rows for each.
+STAGED_TABLES = {"traces": "int_valid_traces", "quarantine": "int_quarantined_records"}
+
+
 def ingest_traces(
     conn: duckdb.DuckDBPyConnection,
     source: TraceSource,
@@ -385,10 +378,8 @@ def ingest_traces(
                             " where partition_date is not null"
                         ).fetchall()
                         dates.update(row[0] for row in rows)
-                    for table, statement in STAGED_TABLES.items():
-                        path = staging / f"{table}-{number:06d}.parquet"
-                        if _write_staged(conn, statement, path):
-                            staged_files[table].append(str(path))
+                    for table, path in _write_piece(conn, staging, number).items():
+                        staged_files[table].append(path)
                     conn.execute(
                         "insert into seen_trace_ids select trace_id, file_order, source_file,"
                         " source_line from stg_trace_records where reason is null"
@@ -399,11 +390,7 @@ def ingest_traces(
                     duplicates, outside = duplicates + int(row[2]), outside + int(row[3])
         finally:
             conn.execute("drop table if exists seen_trace_ids")
-        with transaction(conn):
-            for table, files in staged_files.items():
-                _delete_partitions(conn, table, sorted(dates))
-                if files:
-                    _insert(conn, table, "stg_staged_rows", {"files": files})
+        _replace_from_staging(conn, sorted(dates), staged_files)
     return IngestCounts(
         files=n_files,
         read=read,
@@ -412,10 +399,6 @@ def ingest_traces(
         duplicate_ids_dropped=duplicates,
         outside_day=outside,
     )
-
-
-# The tables an ingestion fills, and the statement that shapes a piece's rows for each.
-STAGED_TABLES = {"traces": "int_valid_traces", "quarantine": "int_quarantined_records"}
 
 
 def create_seen_trace_ids(conn: duckdb.DuckDBPyConnection) -> None:
@@ -447,6 +430,29 @@ def _staging_directory(conn: duckdb.DuckDBPyConnection) -> Iterator[Path]:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_piece(conn: duckdb.DuckDBPyConnection, staging: Path, number: int) -> dict[str, str]:
+    """Write piece `number` (registered as `stg_trace_records`) to staging files, one per table
+    in STAGED_TABLES that it has rows for: {table: path}."""
+    written = {}
+    for table, statement in STAGED_TABLES.items():
+        path = staging / f"{table}-{number:06d}.parquet"
+        if _write_staged(conn, statement, path):
+            written[table] = str(path)
+    return written
+
+
+def _replace_from_staging(
+    conn: duckdb.DuckDBPyConnection, dates: Sequence[date], staged_files: dict[str, list[str]]
+) -> None:
+    """In one transaction, empty the partitions of `dates` in each staged table and insert its
+    staging files: the day is replaced whole or not at all."""
+    with transaction(conn):
+        for table, files in staged_files.items():
+            _delete_partitions(conn, table, dates)
+            if files:
+                _insert(conn, table, "stg_staged_rows", {"files": files})
 
 
 def _write_staged(conn: duckdb.DuckDBPyConnection, statement: str, path: Path) -> bool:
