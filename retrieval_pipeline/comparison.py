@@ -193,7 +193,7 @@ class PairedStats:
 @dataclass(frozen=True)
 class ArmSummary:
     """One arm's annotated values in a segment and metric: count, mean, sample standard deviation,
-    smallest and largest (None where undefined). What `arm_level` needs, so the warehouse can
+    smallest and largest (None where undefined). What `level_of` needs, so the warehouse can
     compute it without handing over the values."""
 
     n: int
@@ -415,11 +415,6 @@ def level_of(summary: ArmSummary) -> ArmLevel:
     if summary.high - summary.low <= _NOISE * scale:
         return ArmLevel(summary.n, mean, mean, mean)
     return ArmLevel(summary.n, mean, *t_interval(summary.n, mean, summary.sd))
-
-
-def arm_level(values: Sequence[float] | np.ndarray) -> ArmLevel:
-    """`level_of` the values."""
-    return level_of(ArmSummary.of(values))
 
 
 def _sign_sums(bits: np.ndarray, d: np.ndarray, total: float) -> np.ndarray:
@@ -689,8 +684,10 @@ def compare_variants(
     """Compare `candidate` with `control` on a wide per-trace table (one row per trace: query_id,
     segment, variant, one column per metric, NaN when unannotated); `metrics` default: every
     metric column."""
+    settings = settings or ComparisonSettings()
     _require(per_query, ID_COLUMNS, "the per-query table")
     chosen = choose_metrics(_metric_columns(per_query), metrics)
+    _check_request(control, candidate, chosen, settings)
     frame = per_query.reset_index(drop=True)
     frame["_trace"] = np.arange(len(frame))
     long = frame.melt(
@@ -699,7 +696,7 @@ def compare_variants(
         var_name="metric",
         value_name="value",
     )
-    return _compare_long(long, control, candidate, settings or ComparisonSettings(), chosen)
+    return compare_data(data_from_long(long, control, candidate, chosen), settings)
 
 
 def compare_query_metrics(
@@ -737,17 +734,6 @@ def query_metrics_data(
     long["_trace"] = long.groupby(trace_keys, sort=False).ngroup()
     long = long[[*ID_COLUMNS, "_trace", "metric", "value"]]
     return data_from_long(long, control, candidate, metrics)
-
-
-def _compare_long(
-    long: pd.DataFrame,
-    control: str,
-    candidate: str,
-    settings: ComparisonSettings,
-    metrics: tuple[str, ...],
-) -> Comparison:
-    _check_request(control, candidate, metrics, settings)
-    return compare_data(data_from_long(long, control, candidate, metrics), settings)
 
 
 def data_from_long(
