@@ -33,6 +33,7 @@ from retrieval_pipeline.defs.comparison import (
     read_window,
     variant_comparison,
     variant_comparison_flag,
+    window_from_rows,
 )
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
@@ -298,7 +299,7 @@ def test_the_warehouse_aggregates_equal_the_rows_aggregated_in_pandas(
             {"start": start, "end": end},
         ).df()
     from_sql = compare_window(window, END, config).to_dict()
-    from_rows = compare_window(rows, END, config).to_dict()
+    from_rows = compare_window(window_from_rows(rows, config), END, config).to_dict()
     assert from_sql["window"] == from_rows["window"]
     assert from_sql["variants_in_window"] == from_rows["variants_in_window"]
     got, want = from_sql.pop("comparison"), from_rows.pop("comparison")
@@ -364,7 +365,7 @@ CONFIG = PipelineConfig(
 
 
 def test_one_variant_only_is_no_comparison_in_words() -> None:
-    result = compare_window(rows({"control": [0.5, 0.6]}), END, CONFIG)
+    result = compare_window(window_from_rows(rows({"control": [0.5, 0.6]}), CONFIG), END, CONFIG)
     assert result.comparison is None and not result.possible and not result.flagged
     assert result.problem == (
         "the window holds one variant only; candidate variant 'candidate' has no traces in the "
@@ -378,7 +379,7 @@ def test_one_variant_only_is_no_comparison_in_words() -> None:
 
 def test_an_empty_window_is_no_comparison() -> None:
     empty = rows({}).reindex(columns=rows({"a": [0.1]}).columns)
-    result = compare_window(empty, END, CONFIG)
+    result = compare_window(window_from_rows(empty, CONFIG), END, CONFIG)
     assert result.problem == "the window holds no traces" and result.days_with_data == 0
 
 
@@ -386,7 +387,7 @@ def test_no_paired_query_is_no_comparison_but_keeps_the_numbers() -> None:
     frame = pd.concat(
         [rows({"control": [0.5, 0.6]}), rows({"candidate": [None, None]})], ignore_index=True
     )
-    result = compare_window(frame, END, CONFIG)
+    result = compare_window(window_from_rows(frame, CONFIG), END, CONFIG)
     assert result.comparison is not None and result.comparison.coverage[-1].paired == 0
     assert result.problem == (
         "no query was served and annotated by both control and candidate in the window"

@@ -243,14 +243,9 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
     return WindowData(days, variants, data)
 
 
-def compare_window(
-    window: WindowData | pd.DataFrame, day: date, config: PipelineConfig
-) -> DayComparison:
-    """Compare the configured candidate with control over partition `day`'s window: its
-    `WindowData` (`read_window`), or the window's long `query_metrics` rows (aggregated by
-    `window_from_rows`). A configured metric missing from the window raises ValueError."""
-    if isinstance(window, pd.DataFrame):
-        window = window_from_rows(window, config)
+def compare_window(window: WindowData, day: date, config: PipelineConfig) -> DayComparison:
+    """Compare the configured candidate with control over partition `day`'s window, given as
+    `WindowData` (`read_window` in the warehouse, `window_from_rows` in pandas)."""
     section = config.comparison
     start, end = section.window(day)
     variants = window.variants
