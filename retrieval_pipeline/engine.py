@@ -277,36 +277,80 @@ def _rows_as_json(
     return raw.cast(readers.RAW_SCHEMA)
 
 
+def _item_keys(items: pa.Array) -> np.ndarray:
+    """A 32-bit key per string of `items`, from its length and its last 8 bytes: equal strings
+    get equal keys, and different ones rarely do."""
+    offset_type = np.int64 if pa.types.is_large_string(items.type) else np.int32
+    offsets = np.frombuffer(items.buffers()[1], dtype=offset_type)
+    offsets = offsets[items.offset : items.offset + len(items) + 1].astype(np.int64)
+    data_buffer = items.buffers()[2]
+    data = (
+        np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    )
+    ends, lengths = offsets[1:], np.diff(offsets)
+    # the 8 bytes that end where each item ends (the few items ending within the buffer's first
+    # 8 bytes read them from a copy with 8 zero bytes in front)
+    keys = np.empty(len(ends), dtype=np.uint64)
+    early = int(np.searchsorted(ends, 8))
+    head = np.concatenate((np.zeros(8, np.uint8), data[:8], np.zeros(8, np.uint8)))
+    keys[:early] = _windows(head)[ends[:early]]
+    if early < len(ends):
+        keys[early:] = _windows(data)[ends[early:] - 8]
+    # keep the item's own bytes only: the window's first 8 - length bytes belong to others
+    short = np.flatnonzero(lengths < 8)
+    keys[short] >>= (8 * (8 - np.maximum(lengths[short], 1))).astype(np.uint64)
+    keys[lengths == 0] = 0
+    keys ^= lengths.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)  # wraps, as meant
+    keys *= np.uint64(0x9E3779B97F4A7C15)
+    return (keys >> np.uint64(32)).astype(np.uint32)
+
+
+def _windows(data: np.ndarray) -> np.ndarray:
+    """Every 8-byte window of `data` as a little-endian integer (a view, no copy)."""
+    return np.ndarray((max(len(data) - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
+
+
+# Lists of the same length are screened together, a row per list; lengths beyond this many of the
+# commonest are screened in one sort keyed by row.
+_SCREENED_LENGTHS = 8
+
+
 def _lists_that_may_repeat(ids: pa.ListArray) -> np.ndarray:
-    """Rows whose list may hold an id twice: two items of one list with the same length and the
-    same last 8 bytes. Every real repeat is among them; a false alarm only costs an exact look."""
+    """Rows whose list may hold an id twice: two of its items with the same key (`_item_keys`).
+    Every real repeat is among them; a false alarm only costs an exact look.
+
+    Lists that share a length are sorted as the rows of one 2D array (production lists mostly
+    share the top-k's length), which costs far less than one sort of every item keyed by row."""
+    lengths = pc.list_value_length(ids).fill_null(0).to_numpy(zero_copy_only=False)
+    lengths = lengths.astype(np.int64)
     items = ids.flatten()
     if len(items) == 0:
         return np.zeros(0, dtype=np.int64)
-    offset_type = np.int64 if pa.types.is_large_string(items.type) else np.int32
-    offsets = np.frombuffer(items.buffers()[1], dtype=offset_type)
-    offsets = offsets[items.offset : items.offset + len(items) + 1]
-    # 8 zero bytes first, so the 8-byte window that ends where an item ends is always inside
-    data = np.concatenate((np.zeros(8, np.uint8), np.frombuffer(items.buffers()[2], np.uint8)))
-    windows = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
-    lengths = np.diff(offsets)
-    keys = windows[offsets[1:]]  # the 8 bytes before each item's end, its own last
-    # keep the item's own bytes only: the window's first 8 - length bytes belong to others
-    short = np.flatnonzero(lengths < 8)
-    keys[short] >>= (8 * (8 - lengths[short])).astype(np.uint64)
-    keys[lengths == 0] = 0
-    # mix in the length, keep the top 32 bits, and put the row number above them (in place:
-    # these arrays hold one number per retrieved id)
-    keys *= np.uint64(0x9E3779B97F4A7C15)  # wraps, as meant
-    np.add(keys, lengths, out=keys, casting="unsafe")
-    keys >>= np.uint64(32)
-    keys |= np.repeat(
-        np.arange(len(ids), dtype=np.uint64) << np.uint64(32),
-        pc.list_value_length(ids).fill_null(0).to_numpy(zero_copy_only=False),
-    )
-    keys.sort()
-    equal = keys[1:][keys[1:] == keys[:-1]]
-    return np.unique(equal >> np.uint64(32)).astype(np.int64)
+    keys = _item_keys(items)
+    firsts = np.cumsum(lengths) - lengths
+    values, counts = np.unique(lengths[lengths > 1], return_counts=True)
+    common = values[np.argsort(-counts, kind="stable")[:_SCREENED_LENGTHS]]
+    found = []
+    for length in common:
+        rows = np.flatnonzero(lengths == length)
+        if len(rows) * length == len(keys):  # every item is in these rows: a view, not a copy
+            block = keys.reshape(len(rows), length)
+        else:
+            block = keys[firsts[rows, None] + np.arange(length)]
+        block.sort(axis=1)
+        found.append(rows[(block[:, 1:] == block[:, :-1]).any(axis=1)])
+    rest = np.flatnonzero((lengths > 1) & ~np.isin(lengths, common))
+    if len(rest):
+        counts = lengths[rest]
+        # the items of those rows: each row's first item, then consecutive ones
+        items_of_rest = np.arange(counts.sum()) + np.repeat(
+            firsts[rest] - (np.cumsum(counts) - counts), counts
+        )
+        keyed = (np.repeat(rest.astype(np.uint64), counts) << np.uint64(32)) | keys[items_of_rest]
+        keyed.sort()
+        equal = keyed[1:][keyed[1:] == keyed[:-1]]
+        found.append((equal >> np.uint64(32)).astype(np.int64))
+    return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
 def keep_first_occurrences(staged: pa.Table) -> pa.Table:

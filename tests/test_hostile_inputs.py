@@ -15,19 +15,22 @@ import gzip
 import json
 import math
 import time
+import zlib
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from isal import isal_zlib
 
-from retrieval_pipeline import engine
+from retrieval_pipeline import engine, readers
 from retrieval_pipeline.cli import main
 from retrieval_pipeline.evaluation import EvaluationRun, run_evaluation
 from retrieval_pipeline.readers import TraceFileError
@@ -422,6 +425,69 @@ def test_corrupt_gzip_keeps_what_came_before(tmp_path: Path) -> None:
     (reason,) = run.quarantine.reason
     assert reason.startswith("the gzip stream is corrupt (") and "cut off" in reason
     assert_accounted(run, 21)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    members=st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=3),
+    damage=st.sampled_from(["none", "cut", "flip", "cut and flip"]),
+    where=st.floats(min_value=0, max_value=1),
+    bit=st.integers(min_value=0, max_value=7),
+)
+def test_gzip_streams_read_as_zlib_reads_them(
+    tmp_path_factory: pytest.TempPathFactory,
+    members: list[int],
+    damage: str,
+    where: float,
+    bit: int,
+) -> None:
+    # ISA-L inflates the trace files; zlib is the reference. Members of random lines, then cut
+    # short, a bit flipped, or both: the same lines, pieces and kind of stream error, whether
+    # the read blocks are small (many per stream) or not.
+    packed = bytearray()
+    starts = []
+    for number, count in enumerate(members):
+        lines = [
+            good_line(f"m{number}-{i}", retrieved_ids=[f"d{i}"] * (i % 7)) for i in range(count)
+        ]
+        starts.append(len(packed))
+        packed += gzip.compress(b"\n".join(lines) + b"\n")
+    at = min(int(where * len(packed)), len(packed) - 1)
+    # The one difference: a member header's reserved flag bits (byte 3, bits 5-7), which zlib
+    # refuses and ISA-L ignores; the member's content is still checked against its CRC.
+    assume(not ("flip" in damage and bit >= 5 and at - 3 in starts))
+    if "flip" in damage:
+        packed[at] ^= 1 << bit
+    if "cut" in damage:
+        packed = packed[: max(at, 1)]
+    path = tmp_path_factory.mktemp("gz") / "traces.jsonl.gz"
+    path.write_bytes(bytes(packed))
+
+    def read(inflate: Any, read_bytes: int) -> tuple[bytes, list[int], str | None]:
+        """The text, each piece's first line, and the kind of stream error."""
+        with (
+            mock.patch.object(readers, "GZIP_INFLATE", inflate),
+            mock.patch.object(readers, "_READ_BYTES", read_bytes),
+        ):
+            try:
+                found = list(readers.jsonl_pieces(path, piece_bytes=256))
+            except TraceFileError as exc:
+                return b"", [], f"file error: {exc}"
+        error = found[-1].stream_error
+        kind = None if error is None else error.split(" (")[0]
+        return b"".join(p.data for p in found), [p.first_line for p in found], kind
+
+    for read_bytes in (64, 8 * 2**20):
+        isal_text, isal_firsts, isal_kind = read(isal_zlib, read_bytes)
+        zlib_text, zlib_firsts, zlib_kind = read(zlib, read_bytes)
+        assert isal_kind == zlib_kind
+        if "flip" not in damage:
+            assert (isal_text, isal_firsts) == (zlib_text, zlib_firsts)
+        else:
+            # A decoder hands out what it inflated before it noticed the damage, so one may
+            # stop a block earlier than the other: one text is the start of the other.
+            shorter, longer = sorted((isal_text, zlib_text), key=len)
+            assert longer.startswith(shorter)
 
 
 def test_concatenated_gzip_members_are_one_file(tmp_path: Path) -> None:

@@ -444,6 +444,25 @@ def test_keep_first_occurrences_drops_later_repeats_only(lists: list[list[str] |
     assert out.column("x").to_pylist() == list(range(len(lists)))
 
 
+def test_keep_first_occurrences_screens_lists_of_many_lengths() -> None:
+    # More distinct lengths than are screened as 2D blocks, so some rows go through the sort
+    # keyed by row. Each length has a list without repeats and three that end in a repeat of
+    # their first, a middle and their last-but-one item.
+    lists: list[list[str] | None] = [None, []]
+    for length in range(2, 40):
+        unique = [f"doc-{length:02d}-{i:04d}" for i in range(length)]
+        lists.append(unique)
+        for at in (0, (length - 1) // 2, length - 2):
+            lists.append([*unique[: length - 1], unique[at]])
+    staged = pa.table({"retrieved_ids": pa.array(lists, pa.list_(pa.large_string()))})
+    out = engine.keep_first_occurrences(staged.slice(1))
+    expected = [None if ids is None else list(dict.fromkeys(ids)) for ids in lists[1:]]
+    assert out.column("retrieved_ids").to_pylist() == expected
+    dropped = [0 if ids is None else len(ids) - len(set(ids)) for ids in lists[1:]]
+    assert out.column("n_duplicate_ids").to_pylist() == dropped
+    assert sum(dropped) == 3 * 38  # lengths 2..39, three lists with one repeat each
+
+
 def _outcome(path: Path) -> tuple[object, ...]:
     run = run_evaluation(path, "mrr,ndcg@10")
     per_query = run.per_query.sort_values("trace_id").reset_index(drop=True)
