@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,8 +42,8 @@ class TraceStoreResource(dg.ConfigurableResource):
 
 class WarehouseResource(DuckDBResource):
     """The DuckDB warehouse file: its folder is created before any connection is tried (a missing
-    folder would make every connect retry for about 100 s), and every connection is prepared by
-    the engine (UTC session, tables and macros).
+    folder would make every connect retry for about 100 s), and every connection is opened by the
+    engine (`engine.connect`: its row groups, a UTC session, the tables and macros).
 
     `compact_strings` turns DuckDB's DICT_FSST string compression back on: files about 2.7x
     smaller, for a nightly run several times slower to write (`engine.prepare`)."""
@@ -59,15 +60,29 @@ class WarehouseResource(DuckDBResource):
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self._ensure_folder()
-        with super().get_connection() as conn:
-            try:
-                engine.prepare(conn, self.compact_strings)
-                yield conn
-            finally:
-                conn.close()
+        conn = _retrying_lock(
+            lambda: engine.connect(self.database, self.connection_config, self.compact_strings)
+        )
+        try:
+            yield conn
+        finally:
+            conn.close()
 
     def folder(self) -> Path:
         return Path(self.database).expanduser().absolute().parent
+
+
+def _retrying_lock(
+    connect: Callable[[], duckdb.DuckDBPyConnection],
+) -> duckdb.DuckDBPyConnection:
+    """`connect()`, retried while another process holds the file's lock, as DuckDBResource does:
+    10 retries, waiting 0.1 s and doubling (about 100 s in all)."""
+    for wait in (0.1 * 2**attempt for attempt in range(10)):
+        try:
+            return connect()
+        except (RuntimeError, duckdb.IOException):
+            time.sleep(wait)
+    return connect()
 
 
 class PipelineSettingsResource(dg.ConfigurableResource):
