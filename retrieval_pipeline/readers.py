@@ -134,13 +134,17 @@ def jsonl_pieces(path: Path, piece_bytes: int | None = None) -> Iterator[JsonlPi
             size += len(block)
             if size < piece_bytes:
                 continue
-            pending = b"".join(blocks)
-            cut = pending.rfind(b"\n") + 1
-            if cut:
-                yield JsonlPiece(pending[:cut], first_line, at_start)
-                first_line += pending.count(b"\n", 0, cut)
-                pending, at_start = pending[cut:], False
-            blocks, size = [pending], len(pending)
+            # the last block with a newline: the piece ends there, and the blocks after it hold
+            # the start of the next line only
+            last = next((i for i in range(len(blocks) - 1, -1, -1) if b"\n" in blocks[i]), None)
+            if last is None:
+                continue
+            cut = blocks[last].rfind(b"\n") + 1
+            piece = b"".join([*blocks[:last], blocks[last][:cut]])  # the piece's one copy
+            yield JsonlPiece(piece, first_line, at_start)
+            first_line += piece.count(b"\n")
+            blocks, at_start = [blocks[last][cut:], *blocks[last + 1 :]], False
+            size = sum(map(len, blocks))
         if error is None and inflater is not None and read_any and not inflater.eof:
             error = "the gzip stream is truncated; this record was cut off"
         yield JsonlPiece(b"".join(blocks), first_line, at_start, error)
@@ -148,16 +152,17 @@ def jsonl_pieces(path: Path, piece_bytes: int | None = None) -> Iterator[JsonlPi
 
 def _inflate(block: bytes, inflater: Any) -> tuple[bytes, Any, str | None]:
     """Decompress one block of a gzip file, starting a new inflater at each member."""
-    out = bytearray()
+    parts: list[bytes] = []  # joined once (a block is mostly one part, which joins without a copy)
     try:
         while block:
             if inflater.eof:  # another gzip member follows
                 inflater = GZIP_INFLATE.decompressobj(wbits=31)
-            out += inflater.decompress(block)
+            parts.append(inflater.decompress(block))
             block = inflater.unused_data if inflater.eof else b""
     except GZIP_INFLATE.error as exc:
-        return bytes(out), inflater, f"the gzip stream is corrupt ({exc}); this record was cut off"
-    return bytes(out), inflater, None
+        error = f"the gzip stream is corrupt ({exc}); this record was cut off"
+        return b"".join(parts), inflater, error
+    return b"".join(parts), inflater, None
 
 
 def _jsonl_rows(
@@ -197,9 +202,10 @@ def _clean_jsonl_table(data: bytes, name: str, order: int, first_line: int = 1) 
     """The same rows as `_jsonl_rows` for the common file, built in Arrow without a Python object
     per line; None when the file needs the line-by-line reader (a byte-order mark, a carriage
     return, a whitespace-only line, invalid UTF-8)."""
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    if (buffer == 13).any() or ((buffer == 0xEF).any() and b"\xef\xbb\xbf" in data):
+    # (`in` on bytes scans at memchr's speed; the BOM's first byte is looked for first)
+    if b"\r" in data or (b"\xef" in data and b"\xef\xbb\xbf" in data):
         return None
+    buffer = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(buffer == 10)
     starts = np.concatenate(([0], newlines + 1))
     ends = np.concatenate((newlines, [len(data)]))

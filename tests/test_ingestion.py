@@ -6,6 +6,7 @@ import gzip
 import json
 from datetime import date
 from pathlib import Path
+from unittest import mock
 
 import pandas as pd
 import pyarrow as pa
@@ -461,6 +462,40 @@ def test_keep_first_occurrences_screens_lists_of_many_lengths() -> None:
     dropped = [0 if ids is None else len(ids) - len(set(ids)) for ids in lists[1:]]
     assert out.column("n_duplicate_ids").to_pylist() == dropped
     assert sum(dropped) == 3 * 38  # lengths 2..39, three lists with one repeat each
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    last_newline=st.booleans(),
+    gzipped=st.booleans(),
+    read_bytes=st.integers(min_value=1, max_value=64),
+    piece_bytes=st.integers(min_value=1, max_value=200),
+)
+def test_pieces_are_whole_lines_numbered_from_the_file_start(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    last_newline: bool,
+    gzipped: bool,
+    read_bytes: int,
+    piece_bytes: int,
+) -> None:
+    # Reads of any size (a line across many reads, many lines in one) and pieces of any size:
+    # the pieces hold the file's bytes in order, each ends at a newline but the last, and each
+    # starts at the line its number says.
+    text = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    path = tmp_path_factory.mktemp("pieces") / ("t.jsonl.gz" if gzipped else "t.jsonl")
+    path.write_bytes(gzip.compress(text) if gzipped else text)
+    with mock.patch.object(readers, "_READ_BYTES", read_bytes):
+        pieces = list(readers.jsonl_pieces(path, piece_bytes=piece_bytes))
+    assert b"".join(p.data for p in pieces) == text
+    assert all(p.data.endswith(b"\n") for p in pieces[:-1])
+    assert all(p.stream_error is None for p in pieces)
+    assert [p.at_file_start for p in pieces] == [True] + [False] * (len(pieces) - 1)
+    before = 0
+    for piece in pieces:
+        assert piece.first_line == 1 + before
+        before += piece.data.count(b"\n")
 
 
 def _outcome(path: Path) -> tuple[object, ...]:
