@@ -112,7 +112,24 @@ def prepare(conn: duckdb.DuckDBPyConnection, compact_strings: bool = False) -> N
     else:
         conn.execute("set disabled_compression_methods = 'dict_fsst'")
     conn.execute(load_sql("schema"))
+    _add_label_ranks(conn)
     conn.execute(load_sql("macros"))
+
+
+def _add_label_ranks(conn: duckdb.DuckDBPyConnection) -> None:
+    """Bring a warehouse written before labels carried their rank up to date, in one
+    transaction (a no-op for any other)."""
+    row = conn.execute(
+        "select count(*) from duckdb_columns() where database_name = current_database()"
+        " and table_name = 'traces' and column_name = 'n_retrieved'"
+    ).fetchone()
+    if row is not None and row[0] > 0:
+        return
+    with transaction(conn):
+        conn.execute("alter table traces rename to traces_without_ranks")
+        conn.execute(load_sql("schema"))
+        conn.execute("insert into traces by name " + load_sql("migrate_label_ranks"))
+        conn.execute("drop table traces_without_ranks")
 
 
 def _set_time_zone(conn: duckdb.DuckDBPyConnection) -> None:
@@ -377,7 +394,8 @@ def _lists_that_may_repeat(ids: pa.ListArray) -> np.ndarray:
 
 def keep_first_occurrences(staged: pa.Table) -> pa.Table:
     """`staged` (rows of sql/stg_trace_records.sql) with each list's repeated retrieved ids
-    dropped after their first occurrence and `n_duplicate_ids` counting them.
+    dropped after their first occurrence, `n_duplicate_ids` counting them, `n_retrieved` the
+    length left, and each label's rank closed up to its document's place in the shorter list.
 
     Done here, vectorized, because DuckDB's per-list distinct or sort costs as much as the rest
     of the validation (bench/README.md, "Where the time goes"): the few lists that may repeat an
@@ -401,9 +419,34 @@ def keep_first_occurrences(staged: pa.Table) -> pa.Table:
             ids.values.filter(pa.array(keep)),
             mask=ids.is_null(),
         )
-    index = staged.column_names.index("retrieved_ids")
-    staged = staged.set_column(index, "retrieved_ids", ids)
-    return staged.append_column("n_duplicate_ids", pa.array(dropped))
+        labels = _close_up_ranks(
+            staged.column("labels").combine_chunks(), np.flatnonzero(dropped), offsets, kept_before
+        )
+        staged = staged.set_column(staged.column_names.index("labels"), "labels", labels)
+    staged = staged.set_column(staged.column_names.index("retrieved_ids"), "retrieved_ids", ids)
+    return staged.append_column("n_duplicate_ids", pa.array(dropped)).append_column(
+        "n_retrieved", pc.list_value_length(ids).cast(pa.int32())
+    )
+
+
+def _close_up_ranks(
+    labels: pa.ListArray, rows: np.ndarray, id_offsets: np.ndarray, kept_before: np.ndarray
+) -> pa.ListArray:
+    """`labels` with the ranks of `rows` counted among the ids kept: a rank r (the first
+    occurrence, which is always kept) becomes the number of ids kept among the first r."""
+    items = labels.values
+    fields = list(items.type)
+    children = dict(zip([f.name for f in fields], items.flatten(), strict=True))
+    ranks = children["rank"].fill_null(0).to_numpy(zero_copy_only=False).copy()
+    label_offsets = labels.offsets.to_numpy()
+    for row in rows:
+        of_row = ranks[label_offsets[row] : label_offsets[row + 1]]  # a view: set in place
+        retrieved = of_row > 0
+        start = id_offsets[row]
+        of_row[retrieved] = kept_before[start + of_row[retrieved]] - kept_before[start]
+    children["rank"] = pa.array(ranks, children["rank"].type, mask=ranks == 0)
+    ranked = pa.StructArray.from_arrays([children[f.name] for f in fields], fields=fields)
+    return pa.ListArray.from_arrays(labels.offsets, ranked, mask=labels.is_null())
 
 
 # The tables an ingestion fills, and the statement that shapes a piece's rows for each.

@@ -13,7 +13,8 @@
 --                 trec_eval, nDCG uses the grades themselves and ignores the relevance level.
 -- Edge cases: a trace that was not judged, or whose labels are all stale, is unannotated and gets
 -- null values; an annotated trace with R = 0 scores 0 everywhere (nDCG 0 when the ideal DCG is 0).
--- retrieved_ids is already free of repeats (sql/stg_trace_records.sql keeps the first occurrence).
+-- Each label carries its rank in retrieved_ids (found at ingestion, after repeats were dropped:
+-- sql/stg_trace_records.sql and engine.keep_first_occurrences), so the id lists are not read here.
 -- Fresh labels are the trace's own labels minus those `labels` marks stale for it (only the stale
 -- few are read back), so engine.build_labels must have run for these partitions: a trace without
 -- label rows counts as all fresh. Each trace is crossed with the requested metrics only, and each
@@ -44,7 +45,6 @@ traces_in_scope as (
         traces.query_id,
         traces.segment,
         traces.variant,
-        traces.retrieved_ids,
         traces.is_judged,
         len(traces.labels) as n_labels_given,
         case
@@ -62,45 +62,32 @@ traces_in_scope as (
     where traces.partition_date between $start_date and $end_date
 ),
 
-judged as (
-    select
-        *,
-        traces_in_scope.is_judged
-        and (n_labels_given = 0 or len(fresh) > 0) as is_annotated,
-        list_transform(
-            fresh,
-            lambda label: struct_pack(
-                grade := label.grade, rank := list_position(retrieved_ids, label.doc_id)
-            )
-        ) as ranked_labels
-    from traces_in_scope
-),
-
 per_trace as (
     select
         *,
-        len(list_filter(ranked_labels, lambda l: l.grade >= $relevance_level)) as n_relevant,
+        is_judged and (n_labels_given = 0 or len(fresh) > 0) as is_annotated,
+        len(list_filter(fresh, lambda l: l.grade >= $relevance_level)) as n_relevant,
         list_sort(
             list_transform(
                 list_filter(
-                    ranked_labels,
+                    fresh,
                     lambda l: l.grade >= $relevance_level and l.rank is not null
                 ),
                 lambda l: l.rank
             )
         ) as rel_ranks,
         list_transform(
-            list_filter(ranked_labels, lambda l: l.rank is not null and l.grade > 0),
+            list_filter(fresh, lambda l: l.rank is not null and l.grade > 0),
             lambda l: struct_pack(
                 rank := l.rank,
                 gain := case when $exponential_gain then pow(2, l.grade) - 1 else l.grade end
             )
         ) as retrieved_gains,
         list_transform(
-            list_sort(list_transform(ranked_labels, lambda l: l.grade), 'DESC'),
+            list_sort(list_transform(fresh, lambda l: l.grade), 'DESC'),
             lambda g: case when $exponential_gain then pow(2, g) - 1 else g end
         ) as ideal_gains
-    from judged
+    from traces_in_scope
 ),
 
 -- one row per requested metric: its family and cut-off ($cutoffs holds the same K values)

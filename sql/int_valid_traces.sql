@@ -16,7 +16,8 @@ final as (
         is_judged,
         labels,
         source_file,
-        source_line
+        source_line,
+        n_retrieved
     from stg_trace_records
     where reason is null
 )

@@ -15,7 +15,6 @@ stale_counts as (
     group by partition_date, trace_id
 ),
 
--- the list's length before the join, so the join does not carry the id lists
 trace_rows as (
     select
         partition_date,
@@ -23,7 +22,7 @@ trace_rows as (
         query_id,
         segment,
         variant,
-        len(retrieved_ids) as n_retrieved,
+        n_retrieved,
         source_file,
         source_line
     from traces

@@ -13,9 +13,12 @@ create table if not exists traces (
     retrieved_ids varchar[] not null,  -- rank order, duplicates removed (first kept)
     n_duplicate_ids integer not null,   -- later repeats dropped from retrieved_ids
     is_judged boolean not null,         -- relevant_ids or relevance_scores present
-    labels struct(doc_id varchar, grade double)[] not null,  -- before stale filtering
+    -- before stale filtering; rank: the document's 1-based position in retrieved_ids, null when
+    -- it was not retrieved (found once, at ingestion, so that scoring never reads the id lists)
+    labels struct(doc_id varchar, grade double, rank integer)[] not null,
     source_file varchar not null,
-    source_line bigint not null
+    source_line bigint not null,
+    n_retrieved integer not null        -- len(retrieved_ids); last, as migrate_label_ranks adds it
 );
 
 create table if not exists quarantine (

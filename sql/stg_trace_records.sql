@@ -341,11 +341,18 @@ shaped as materialized (
         json_extract_string(f.label_source, '$') as label_source,
         retrieved_raw as retrieved_ids,
         coalesce(relevant_type = 'ARRAY' or scores_type = 'OBJECT', false) as is_judged,
-        -- relevance_scores gives grades; relevant_ids adds grade 1 for ids it does not grade
+        -- relevance_scores gives grades; relevant_ids adds grade 1 for ids it does not grade. A
+        -- label's rank is its document's first position in retrieved_ids (null: not retrieved);
+        -- engine.keep_first_occurrences closes it up where earlier repeats are dropped.
         list_concat(
             coalesce(
                 list_transform(
-                    score_keys, lambda k, i: struct_pack(doc_id := k, grade := score_values[i])
+                    score_keys,
+                    lambda k, i: struct_pack(
+                        doc_id := k,
+                        grade := score_values[i],
+                        rank := list_position(retrieved_raw, k)
+                    )
                 ),
                 []
             ),
@@ -363,7 +370,9 @@ shaped as materialized (
                             lambda e: e.d
                         )
                     end,
-                    lambda d: struct_pack(doc_id := d, grade := 1.0::double)
+                    lambda d: struct_pack(
+                        doc_id := d, grade := 1.0::double, rank := list_position(retrieved_raw, d)
+                    )
                 ),
                 []
             )

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from datetime import date
 from pathlib import Path
 from unittest import mock
 
+import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 from retrieval_pipeline import engine, readers
 from retrieval_pipeline.evaluation import run_evaluation
+from retrieval_pipeline.metrics import parse_metrics
 from retrieval_pipeline.readers import TraceFileError
 from retrieval_pipeline.records import RecordError, parse_line
 
@@ -377,6 +380,41 @@ def test_reingesting_a_partition_replaces_it(tmp_path: Path) -> None:
     assert counts.fetchone() == (1, 1)
 
 
+def test_a_warehouse_from_before_label_ranks_is_brought_up_to_date(tmp_path: Path) -> None:
+    # `traces` as it was before labels carried their rank, with one trace written then.
+    database = tmp_path / "old.duckdb"
+    old = duckdb.connect(str(database))
+    old.execute(
+        "create table traces (partition_date date not null, trace_id varchar not null,"
+        " query_id varchar not null, served_at timestamptz not null, segment varchar not null,"
+        " variant varchar not null, label_source varchar, retrieved_ids varchar[] not null,"
+        " n_duplicate_ids integer not null, is_judged boolean not null,"
+        " labels struct(doc_id varchar, grade double)[] not null,"
+        " source_file varchar not null, source_line bigint not null)"
+    )
+    old.execute(
+        "insert into traces values ('2026-11-30', 't1', 'q1', '2026-11-30 10:00:00+00', 's',"
+        " 'v', null, ['d3', 'd1', 'd9'], 1, true,"
+        " [{'doc_id': 'd1', 'grade': 3}, {'doc_id': 'd2', 'grade': 2}], 'a.jsonl', 1)"
+    )
+    old.close()
+    conn = engine.connect(database)
+    (row,) = conn.execute("select labels, n_retrieved from traces").fetchall()
+    assert row == (
+        [{"doc_id": "d1", "grade": 3.0, "rank": 2}, {"doc_id": "d2", "grade": 2.0, "rank": None}],
+        3,
+    )
+    day = date(2026, 11, 30)
+    engine.build_labels(conn, day, day, use_corpus=False)
+    engine.compute_query_metrics(conn, parse_metrics("mrr,ndcg@5"), day, day, gain="linear")
+    values = dict(conn.execute("select metric, value from query_metrics").fetchall())
+    # d1 (grade 3) at rank 2 of 3; the ideal puts grades 3 then 2 first
+    ideal = 3 / math.log2(2) + 2 / math.log2(3)
+    assert values == pytest.approx({"mrr": 1 / 2, "ndcg@5": (3 / math.log2(3)) / ideal})
+    conn.close()
+    engine.connect(database).close()  # once brought up to date, opening it changes nothing
+
+
 # ---- accounting on random mixtures --------------------------------------------------------------
 
 record_lines = st.one_of(
@@ -428,12 +466,39 @@ _IDS = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_IDS), max_size=12)), max_size=12))
-def test_keep_first_occurrences_drops_later_repeats_only(lists: list[list[str] | None]) -> None:
-    staged = pa.table(
-        {"retrieved_ids": pa.array(lists, pa.list_(pa.string())), "x": range(len(lists))}
+LABEL_TYPE = pa.list_(
+    pa.struct([("doc_id", pa.string()), ("grade", pa.float64()), ("rank", pa.int32())])
+)
+
+
+def staged_rows(lists: list[list[str] | None], labelled: list[str]) -> pa.Table:
+    """Rows as sql/stg_trace_records.sql stages them: each list with labels on `labelled`,
+    ranked where the statement ranks them, at their first position in the list as given."""
+    labels = [
+        [
+            {"doc_id": doc, "grade": 1.0, "rank": ids.index(doc) + 1 if doc in ids else None}
+            for doc in labelled
+        ]
+        for ids in (ids or [] for ids in lists)
+    ]
+    return pa.table(
+        {
+            "retrieved_ids": pa.array(lists, pa.list_(pa.string())),
+            "labels": pa.array(labels, LABEL_TYPE),
+            "x": range(len(lists)),
+        }
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_IDS), max_size=12)), max_size=12),
+    st.lists(st.sampled_from(_IDS), max_size=4, unique=True),
+)
+def test_keep_first_occurrences_drops_later_repeats_only(
+    lists: list[list[str] | None], labelled: list[str]
+) -> None:
+    staged = staged_rows(lists, labelled)
     half = len(lists) // 2  # in two chunks, the second sliced, as DuckDB may hand them over
     out = engine.keep_first_occurrences(
         pa.concat_tables([staged.slice(0, half), staged.slice(half)])
@@ -442,6 +507,15 @@ def test_keep_first_occurrences_drops_later_repeats_only(lists: list[list[str] |
     assert out.column("retrieved_ids").to_pylist() == expected
     dropped = [0 if ids is None else len(ids) - len(set(ids)) for ids in lists]
     assert out.column("n_duplicate_ids").to_pylist() == dropped
+    assert out.column("n_retrieved").to_pylist() == [
+        None if e is None else len(e) for e in expected
+    ]
+    # a label's rank is its place in the list without repeats
+    ranks = [[label["rank"] for label in row] for row in out.column("labels").to_pylist()]
+    assert ranks == [
+        [ids.index(doc) + 1 if doc in ids else None for doc in labelled]
+        for ids in (ids or [] for ids in expected)
+    ]
     assert out.column("x").to_pylist() == list(range(len(lists)))
 
 
@@ -455,9 +529,15 @@ def test_keep_first_occurrences_screens_lists_of_many_lengths() -> None:
         lists.append(unique)
         for at in (0, (length - 1) // 2, length - 2):
             lists.append([*unique[: length - 1], unique[at]])
-    staged = pa.table({"retrieved_ids": pa.array(lists, pa.list_(pa.large_string()))})
+    staged = staged_rows(lists, ["doc-39-0038", "doc-20-0010"])  # last of 39, middle of 20
+    staged = staged.set_column(
+        0, "retrieved_ids", staged.column(0).cast(pa.list_(pa.large_string()))
+    )
     out = engine.keep_first_occurrences(staged.slice(1))
     expected = [None if ids is None else list(dict.fromkeys(ids)) for ids in lists[1:]]
+    ranks = [[label["rank"] for label in row] for row in out.column("labels").to_pylist()]
+    assert ranks[-4:] == [[39, None], [None, None], [None, None], [None, None]]
+    assert ranks[-80:-76] == [[None, 11]] * 4  # length 20: the repeat comes after the label
     assert out.column("retrieved_ids").to_pylist() == expected
     dropped = [0 if ids is None else len(ids) - len(set(ids)) for ids in lists[1:]]
     assert out.column("n_duplicate_ids").to_pylist() == dropped

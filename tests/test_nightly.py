@@ -30,7 +30,7 @@ def add_trace(
     """One trace in `traces` and its rows in `query_metrics` (values None: unannotated)."""
     conn.execute(
         "insert into traces values ($day, $id, 'q', $day::timestamptz, $segment, $variant, null,"
-        " [], 0, $judged, [], 'test.jsonl', 1)",
+        " [], 0, $judged, [], 'test.jsonl', 1, 0)",
         {"day": day, "id": trace_id, "segment": segment, "variant": variant,
          "judged": values is not None},
     )  # fmt: skip

@@ -189,6 +189,20 @@ def test_the_warehouse_memory_limit_is_1gb_unless_set(
     assert limit() == "2.7 GiB"  # 3 * 10^9 bytes
 
 
+def test_the_warehouse_has_row_groups_of_16k_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DuckDB scans a row group per thread: a day of 100k traces must be more than one of them.
+    monkeypatch.setenv(DB_ENV, str(tmp_path / "w.duckdb"))
+    resources = {"warehouse": build_defs().resources["warehouse"]}
+    with dg.build_resources(resources) as built, built.warehouse.get_connection() as conn:
+        conn.execute("create table rows_of_a_day as select range as i from range(100000)")
+        row = conn.execute(
+            "select count(distinct row_group_id) from pragma_storage_info('rows_of_a_day')"
+        ).fetchone()
+    assert row == (math.ceil(100_000 / 16_384),)
+
+
 def test_schedule_tick_asks_for_the_previous_day() -> None:
     schedule = defs.resolve_schedule_def("nightly_schedule")
     assert schedule.cron_schedule == "0 2 * * *"
