@@ -113,7 +113,10 @@ def measure(
                 result["means"],
                 note=f"imports {result['import_s']:.1f} s not in wall; "
                 f"{sum(result['checks'].values())}/{len(result['checks'])} checks passed; "
-                "slowest steps: " + ", ".join(f"{k} {v:.1f} s" for k, v in slowest),
+                "slowest steps: "
+                + ", ".join(f"{k} {v:.1f} s" for k, v in slowest)
+                + "; highest resident memory in "
+                + _peak_step(result["step_peak_mib"]),
             )
         )
         if not cli:
@@ -141,6 +144,14 @@ def measure(
             )
         )
     return rows
+
+
+def _peak_step(step_peak_mib: dict[str, float]) -> str:
+    """The step during which the process was largest, in words."""
+    if not step_peak_mib:
+        return "no step"
+    step, mib = max(step_peak_mib.items(), key=lambda kv: kv[1])
+    return f"{step} ({mib:,.0f} MiB)"
 
 
 def main(argv: list[str] | None = None) -> None:

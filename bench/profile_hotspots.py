@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import collections
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,7 +57,6 @@ def cte_costs(conn, sql: str, params: dict, prefix: str = "") -> list[tuple[str,
 def operator_table(conn, sql: str, params: dict, top: int = 10) -> list[str]:
     """Run `sql` under DuckDB's JSON profiler; the operators taking the most time."""
     import json
-    import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.json"
@@ -118,21 +116,10 @@ def stages(ds: Dataset) -> tuple[list[tuple[str, float]], object]:
         lambda: engine._stage_records(conn, raw, None),
     )
     conn.register("stg_trace_records", staged)
-    staging = Path(tempfile.mkdtemp(prefix="profile-staging-"))
-    staged_files: dict[str, list[str]] = {table: [] for table in engine.STAGED_TABLES}
-
-    def write() -> None:
-        for table, path in engine._write_piece(conn, staging, 0).items():
-            staged_files[table].append(path)
-
-    timed("write the staging files (Parquet)", write)
+    # a new day in a new database: its rows go straight in (engine._piece_writer)
+    timed("insert into traces and quarantine", lambda: engine._insert_piece(conn))
     timed("ingest counts", lambda: conn.execute(load_sql("agg_ingest_counts")).fetchall())
     conn.unregister("stg_trace_records")
-    timed(
-        "replace the day from the staging files",
-        lambda: engine._replace_from_staging(conn, [day], staged_files),
-    )
-    shutil.rmtree(staging)
     timed("load corpus (1M docs)", lambda: engine.load_corpus(conn, ds.corpus))
     timed("labels + stale (sql/int_labels.sql)", lambda: engine.build_labels(conn, day, day, True))
     metrics = parse_metrics(list(METRICS))

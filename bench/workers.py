@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
 
@@ -291,15 +294,17 @@ def nightly(args: argparse.Namespace) -> dict:
     t1 = time.perf_counter()
     instance = dg.DagsterInstance.ephemeral()
     # the nightly job selects every asset (AssetSelection.all()), and with them their checks
-    result = dg.materialize(
-        [*(defs.assets or []), *(defs.asset_checks or [])],
-        partition_key=args.day,
-        resources=dict(defs.resources),
-        instance=instance,
-        raise_on_error=False,
-    )
+    with _rss_samples() as samples:
+        result = dg.materialize(
+            [*(defs.assets or []), *(defs.asset_checks or [])],
+            partition_key=args.day,
+            resources=dict(defs.resources),
+            instance=instance,
+            raise_on_error=False,
+        )
     wall = time.perf_counter() - t1
     step_s: dict[str, float] = {}
+    step_peak_mib: dict[str, float] = {}
     starts: dict[str, float] = {}
     for entry in instance.all_logs(result.run_id):
         event = entry.dagster_event
@@ -308,7 +313,10 @@ def nightly(args: argparse.Namespace) -> dict:
         if event.event_type_value == "STEP_START":
             starts[event.step_key] = entry.timestamp
         elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
-            step_s[event.step_key] = entry.timestamp - starts.get(event.step_key, entry.timestamp)
+            start = starts.get(event.step_key, entry.timestamp)
+            step_s[event.step_key] = entry.timestamp - start
+            during = [rss for at, rss in samples if start <= at <= entry.timestamp]
+            step_peak_mib[event.step_key] = max(during, default=0.0)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     return {
@@ -318,8 +326,31 @@ def nightly(args: argparse.Namespace) -> dict:
         "success": result.success,
         "checks": checks,
         "step_s": step_s,
+        "step_peak_mib": step_peak_mib,
         "means": db_means_of(args.db, args.day),
     }
+
+
+@contextmanager
+def _rss_samples(every_s: float = 0.05) -> Iterator[list[tuple[float, float]]]:
+    """(time, resident MiB) of this process every `every_s` while the block runs, to tell which
+    step holds the peak (ru_maxrss gives the peak, not when it happened)."""
+    samples: list[tuple[float, float]] = []
+    done = threading.Event()
+    page_mib = os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def sample() -> None:
+        while not done.wait(every_s):
+            resident = int(Path("/proc/self/statm").read_text().split()[1])
+            samples.append((time.time(), resident * page_mib))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        sampler.join()
 
 
 def db_means_of(database: str, day: str) -> dict[str, float]:

@@ -97,6 +97,8 @@ def evaluate(
     fmt: str,
 ) -> None:
     """Score TRACES (files or directories of .jsonl, .jsonl.gz, .parquet)."""
+    import duckdb
+
     from retrieval_pipeline.evaluation import output_format, run_evaluation, write_table
     from retrieval_pipeline.metrics import MetricConfigError
     from retrieval_pipeline.readers import TraceFileError
@@ -108,6 +110,9 @@ def evaluate(
         run = run_evaluation(list(traces), metrics, corpus, gain, relevance_level)
     except (MetricConfigError, TraceFileError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
+    except (duckdb.IOException, duckdb.OutOfMemoryException) as exc:
+        # beyond its memory limit DuckDB spills to disk: a full disk, or no room left at all
+        raise click.ClickException(" ".join(str(exc).split())) from None
     if output is not None:
         write_table(run.per_query, output)
     if quarantine is not None:

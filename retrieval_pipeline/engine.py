@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -113,6 +113,7 @@ def prepare(conn: duckdb.DuckDBPyConnection, compact_strings: bool = False) -> N
         conn.execute("set disabled_compression_methods = 'dict_fsst'")
     conn.execute(load_sql("schema"))
     _add_label_ranks(conn)
+    undo_interrupted_ingestions(conn)
     conn.execute(load_sql("macros"))
 
 
@@ -165,6 +166,8 @@ def registered(conn: duckdb.DuckDBPyConnection, name: str, table: object) -> Ite
 # Partitioned tables a statement may replace. Table names are checked against this list (they
 # are identifiers, not values); every value is bound as a parameter.
 PARTITIONED_TABLES = ("traces", "quarantine", "labels", "query_metrics")
+# Every partition date a record can carry (years 0001..9999), as an inclusive range.
+ALL_DATES = (date(1, 1, 1), date(9999, 12, 31))
 
 
 def _delete_partitions(
@@ -450,7 +453,7 @@ def _close_up_ranks(
 
 
 # The tables an ingestion fills, and the statement that shapes a piece's rows for each.
-STAGED_TABLES = {"traces": "int_valid_traces", "quarantine": "int_quarantined_records"}
+INGESTED_TABLES = {"traces": "int_valid_traces", "quarantine": "int_quarantined_records"}
 
 
 def ingest_traces(
@@ -461,10 +464,9 @@ def ingest_traces(
     """Validate records into `traces`, the rest into `quarantine`: a day is replaced whole or not
     at all.
 
-    Each piece is validated and written to a staging Parquet file outside any transaction; one
-    short transaction then replaces the day from those files. Inside a transaction DuckDB keeps
-    every Arrow piece it inserted alive until the commit (about 0.4 GB per 55k traces), so
-    staging is what keeps memory flat in the size of a day (bench/README.md).
+    Records are validated a piece at a time, so memory does not grow with the size of a day.
+    Where nothing is stored yet (a new day) each piece's rows go straight into the tables; else
+    they are staged and swapped in at the end (`_piece_writer`).
 
     With `partition_date` (the trace store's day) every record is stored under that date and that
     date is replaced; the store's day is authoritative, so a valid record whose timestamp falls on
@@ -474,10 +476,9 @@ def ingest_traces(
     n_files, pieces = _raw_record_pieces(conn, source)
     read = valid = duplicates = outside = 0
     dates: set[date] = set() if partition_date is None else {partition_date}
-    staged_files: dict[str, list[str]] = {table: [] for table in STAGED_TABLES}
     create_seen_trace_ids(conn)
-    with _staging_directory(conn) as staging:
-        try:
+    try:
+        with _piece_writer(conn, partition_date, dates) as write_piece:
             for number, raw in enumerate(_read_ahead(pieces)):
                 staged = _stage_records(conn, raw, partition_date)
                 with registered(conn, "stg_trace_records", staged):
@@ -487,8 +488,7 @@ def ingest_traces(
                             " where partition_date is not null"
                         ).fetchall()
                         dates.update(row[0] for row in rows)
-                    for table, path in _write_piece(conn, staging, number).items():
-                        staged_files[table].append(path)
+                    write_piece(number)
                     conn.execute(
                         "insert into seen_trace_ids select trace_id, file_order, source_file,"
                         " source_line from stg_trace_records where reason is null"
@@ -497,9 +497,8 @@ def ingest_traces(
                     assert row is not None
                     read, valid = read + int(row[0]), valid + int(row[1])
                     duplicates, outside = duplicates + int(row[2]), outside + int(row[3])
-        finally:
-            conn.execute("drop table if exists seen_trace_ids")
-        _replace_from_staging(conn, sorted(dates), staged_files)
+    finally:
+        conn.execute("drop table if exists seen_trace_ids")
     return IngestCounts(
         files=n_files,
         read=read,
@@ -508,6 +507,72 @@ def ingest_traces(
         duplicate_ids_dropped=duplicates,
         outside_day=outside,
     )
+
+
+@contextmanager
+def _piece_writer(
+    conn: duckdb.DuckDBPyConnection, partition_date: date | None, dates: set[date]
+) -> Iterator[Callable[[int], None]]:
+    """How an ingestion stores piece `number` (registered as `stg_trace_records`).
+
+    Where nothing is stored yet (`partition_date` holds no rows; without one, both tables are
+    empty) there is nothing to keep: each piece goes straight in, in a transaction of its own,
+    while `pending_ingestions` says so; a failure removes what was written, and a killed run's
+    rows are removed by the next `prepare`. Else the day's old rows stay until the new ones are
+    complete: pieces are staged as Parquet files, outside any transaction (inside one DuckDB
+    keeps every Arrow piece it inserted until the commit, about 0.4 GB per 55k traces), and one
+    short transaction replaces the dates in `dates` from them at the end."""
+    if not _holds_rows(conn, partition_date):
+        with transaction(conn):
+            conn.execute("insert into pending_ingestions values ($date)", {"date": partition_date})
+        try:
+            yield lambda number: _insert_piece(conn)
+        except BaseException:
+            undo_interrupted_ingestions(conn)
+            raise
+        conn.execute("delete from pending_ingestions")
+        return
+    staged_files: dict[str, list[str]] = {table: [] for table in INGESTED_TABLES}
+    with _staging_directory(conn) as staging:
+
+        def stage(number: int) -> None:
+            for table, path in _write_piece(conn, staging, number).items():
+                staged_files[table].append(path)
+
+        yield stage
+        _replace_from_staging(conn, sorted(dates), staged_files)
+
+
+def _holds_rows(conn: duckdb.DuckDBPyConnection, partition_date: date | None) -> bool:
+    """Whether `traces` or `quarantine` holds rows of `partition_date` (None: any rows)."""
+    row = conn.execute(
+        "select exists (select 1 from traces where coalesce(partition_date = $date, true))"
+        " or exists (select 1 from quarantine where coalesce(partition_date = $date, true))",
+        {"date": partition_date},
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _insert_piece(conn: duckdb.DuckDBPyConnection) -> None:
+    """Insert piece `stg_trace_records` into the tables it fills, in one transaction."""
+    with transaction(conn):
+        for table, statement in INGESTED_TABLES.items():
+            _insert(conn, table, statement)
+
+
+def undo_interrupted_ingestions(conn: duckdb.DuckDBPyConnection) -> None:
+    """Remove the rows of ingestions that wrote straight into the tables and did not finish
+    (`pending_ingestions`), in one transaction: their dates are back to holding nothing."""
+    pending = [
+        row[0] for row in conn.execute("select partition_date from pending_ingestions").fetchall()
+    ]
+    if not pending:
+        return
+    with transaction(conn):
+        for table in INGESTED_TABLES:
+            # null: the tables were empty when it started, so every row is its
+            _delete_partitions(conn, table, ALL_DATES if None in pending else pending)
+        conn.execute("delete from pending_ingestions")
 
 
 def create_seen_trace_ids(conn: duckdb.DuckDBPyConnection) -> None:
@@ -543,9 +608,9 @@ def _staging_directory(conn: duckdb.DuckDBPyConnection) -> Iterator[Path]:
 
 def _write_piece(conn: duckdb.DuckDBPyConnection, staging: Path, number: int) -> dict[str, str]:
     """Write piece `number` (registered as `stg_trace_records`) to staging files, one per table
-    in STAGED_TABLES that it has rows for: {table: path}."""
+    in INGESTED_TABLES that it has rows for: {table: path}."""
     written = {}
-    for table, statement in STAGED_TABLES.items():
+    for table, statement in INGESTED_TABLES.items():
         path = staging / f"{table}-{number:06d}.parquet"
         if _write_staged(conn, statement, path):
             written[table] = str(path)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 
 import pandas as pd
@@ -21,9 +20,6 @@ from retrieval_pipeline.metrics import (
     check_relevance_level,
     parse_metrics,
 )
-
-# Every partition date a record can carry: the private database holds just this evaluation.
-_ALL_DATES = (date(1, 1, 1), date(9999, 12, 31))
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,7 @@ def run_evaluation(
     try:
         ingest = engine.ingest_traces(conn, traces)
         engine.load_corpus(conn, Path(corpus) if corpus is not None else None)
-        start, end = _ALL_DATES
+        start, end = engine.ALL_DATES  # the private database holds just this evaluation
         labels = engine.build_labels(conn, start, end, use_corpus=corpus is not None)
         counts = engine.compute_query_metrics(conn, parsed, start, end, checked_gain, level)
         per_query = engine.query_metrics_wide(conn, parsed, start, end)

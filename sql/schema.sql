@@ -31,6 +31,13 @@ create table if not exists quarantine (
     raw_record varchar not null         -- the line (or Parquet row as JSON), kept whole
 );
 
+-- An ingestion writing straight into traces and quarantine until it completes (the date it
+-- fills; null: the tables were empty when it started). engine.prepare removes what a killed
+-- one wrote (engine.undo_interrupted_ingestions).
+create table if not exists pending_ingestions (
+    partition_date date
+);
+
 create table if not exists corpus (
     doc_id varchar not null,
     added_at timestamptz,

@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from retrieval_pipeline import engine
 from retrieval_pipeline.cli import main
 
 LINES = [
@@ -138,19 +140,26 @@ def test_missing_path_names_it(tmp_path: Path) -> None:
     assert result.output.strip() == f"Error: {tmp_path / 'nope'}: no such file or directory"
 
 
-def test_a_full_disk_while_staging_fails_in_one_line(
-    traces: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_evaluate_stages_nothing_on_disk(traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # its database is new: every piece goes straight in, no Parquet staging file is written
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(pq, "write_table", no_space)
+    assert CliRunner().invoke(main, ["evaluate", str(traces)]).exit_code == 0
+
+
+def test_a_full_disk_fails_in_one_line(traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DuckDB spills to disk beyond its memory limit; a full disk is an IO error of DuckDB's
+    def no_space(conn: object) -> None:
+        raise duckdb.IOException('Could not write file "/tmp/duckdb/spill.tmp": No space left')
+
+    monkeypatch.setattr(engine, "_insert_piece", no_space)
     result = CliRunner().invoke(main, ["evaluate", str(traces)])
     assert result.exit_code == 1
     line = result.output.strip()
     assert line.startswith("Error: ") and "\n" not in line
-    assert "traces-000000.parquet: cannot write a staging file (No space left on device)" in line
-    assert "nothing was stored" in line
+    assert 'Could not write file "/tmp/duckdb/spill.tmp": No space left' in line
 
 
 def test_evaluate_does_not_import_dagster(traces: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import multiprocessing
+import os
 from datetime import date
 from pathlib import Path
 from unittest import mock
@@ -617,8 +619,6 @@ def test_a_failed_ingestion_keeps_the_day_and_no_staging_files(
     write_lines(folder / "a.jsonl", [json.dumps(good("a")), json.dumps(good("b"))])
     conn = engine.connect(tmp_path / "w.duckdb")
     staging = tmp_path / "w.duckdb.staging"
-    (staging / "killed-run").mkdir(parents=True)  # what a killed ingestion would leave
-    (staging / "killed-run" / "traces-000000.parquet").write_bytes(b"PAR1")
     written: list[Path] = []
     write_staged = engine._write_staged
 
@@ -628,17 +628,83 @@ def test_a_failed_ingestion_keeps_the_day_and_no_staging_files(
 
     monkeypatch.setattr(engine, "_write_staged", spy)
     engine.ingest_traces(conn, [folder], partition_date=day)
-    assert written and all(path.parent == staging for path in written)
-    assert not staging.exists()
-    # the second file fails after the first one's piece is staged: the day keeps its rows
+    assert written == []  # a new day has nothing to keep: its rows went straight in
+    assert conn.execute("select count(*) from pending_ingestions").fetchone() == (0,)
+    (staging / "killed-run").mkdir(parents=True)  # what a killed ingestion would leave
+    (staging / "killed-run" / "traces-000000.parquet").write_bytes(b"PAR1")
+    # the day again: the second file fails after the first one's piece is staged, and the day
+    # keeps its rows
     write_lines(folder / "a.jsonl", [json.dumps(good("c"))])
     pq.write_table(pa.table({"trace_id": ["x"]}), folder / "b.parquet")
-    written.clear()
     with pytest.raises(TraceFileError, match="lacks required column"):
         engine.ingest_traces(conn, [folder], partition_date=day)
-    assert written
+    assert written and all(path.parent == staging for path in written)
     assert sorted(conn.execute("select trace_id from traces").fetchall()) == [("a",), ("b",)]
     assert not staging.exists()
+
+
+def test_a_failed_ingestion_of_a_new_day_leaves_it_empty(tmp_path: Path) -> None:
+    day, other = date(2026, 11, 30), date(2026, 11, 29)
+    conn = engine.connect(tmp_path / "w.duckdb")
+    kept = write_lines(tmp_path / "other.jsonl", [json.dumps(good("o"))])
+    engine.ingest_traces(conn, [kept], partition_date=other)
+    folder = tmp_path / "day"
+    folder.mkdir()
+    write_lines(folder / "a.jsonl", [json.dumps(good("a")), "{bad"])
+    pq.write_table(pa.table({"trace_id": ["x"]}), folder / "b.parquet")
+    with pytest.raises(TraceFileError, match="lacks required column"):
+        engine.ingest_traces(conn, [folder], partition_date=day)
+    # a.jsonl's rows went in before b.parquet failed, and were taken out again
+    assert conn.execute("select partition_date, trace_id from traces").fetchall() == [(other, "o")]
+    assert conn.execute("select count(*) from quarantine").fetchone() == (0,)
+    assert conn.execute("select count(*) from pending_ingestions").fetchone() == (0,)
+
+
+def _ingest_then_die(database: str, folder: str, day: date) -> None:
+    """In a child process: ingest `folder` a line a piece, killed by SIGKILL after the second
+    piece went in (no clean-up runs)."""
+    import signal
+
+    readers.PIECE_BYTES = readers._READ_BYTES = 1
+    pieces = 0
+    insert_piece = engine._insert_piece
+
+    def insert_then_die(conn: duckdb.DuckDBPyConnection) -> None:
+        nonlocal pieces
+        insert_piece(conn)
+        pieces += 1
+        if pieces == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    engine._insert_piece = insert_then_die  # type: ignore[assignment]
+    engine.ingest_traces(engine.connect(database), [Path(folder)], partition_date=day)
+
+
+def test_a_killed_ingestion_of_a_new_day_is_undone_when_the_warehouse_is_next_opened(
+    tmp_path: Path,
+) -> None:
+    day = date(2026, 11, 30)
+    folder = tmp_path / "day"
+    folder.mkdir()
+    write_lines(folder / "a.jsonl", [json.dumps(good(f"t{i}")) for i in range(5)] + ["{bad"])
+    database = tmp_path / "w.duckdb"
+    engine.connect(database).close()
+    child = multiprocessing.get_context("spawn").Process(
+        target=_ingest_then_die, args=(str(database), str(folder), day)
+    )
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == -9  # killed, after two pieces
+    raw = duckdb.connect(str(database))  # as it was left: two traces in, the day pending
+    assert raw.execute("select count(*) from traces").fetchone() == (2,)
+    assert raw.execute("select partition_date from pending_ingestions").fetchall() == [(day,)]
+    raw.close()
+    conn = engine.connect(database)  # opening it takes them out again
+    assert conn.execute("select count(*) from traces").fetchone() == (0,)
+    assert conn.execute("select count(*) from pending_ingestions").fetchone() == (0,)
+    counts = engine.ingest_traces(conn, [folder], partition_date=day)
+    assert (counts.valid, counts.quarantined) == (5, 1)
+    assert conn.execute("select count(*) from traces").fetchone() == (5,)
 
 
 def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) -> None:

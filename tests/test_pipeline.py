@@ -173,7 +173,7 @@ def test_dagster_home_limits_the_duckdb_pool_to_one() -> None:
     assert settings["telemetry"] == {"enabled": False}
 
 
-def test_the_warehouse_memory_limit_is_1gb_unless_set(
+def test_the_warehouse_memory_limit_is_512mb_unless_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def limit() -> str:
@@ -184,7 +184,7 @@ def test_the_warehouse_memory_limit_is_1gb_unless_set(
         return str(row[0] if row else "")
 
     monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
-    assert limit() == "953.6 MiB"  # DuckDB's words for 1GB = 10^9 bytes
+    assert limit() == "488.2 MiB"  # DuckDB's words for 512MB = 512 * 10^6 bytes
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "3GB")
     assert limit() == "2.7 GiB"  # 3 * 10^9 bytes
 
