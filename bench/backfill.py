@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Row, emit, max_abs_diff, oracle_means, parse_args, run_process, run_worker
 from bench.generate import Dataset, dataset
 from bench.nightly import dagster_command, prepare
-from retrieval_pipeline.defs.resources import DEFAULT_MEMORY_LIMIT
+from retrieval_pipeline.engine import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
 
 
 def backfill_store(ds: Dataset, days: int) -> tuple[Path, list[str]]:
@@ -55,7 +55,7 @@ def measure(
             _, env = prepare(ds, f"backfill_{days}")
             env["RETRIEVAL_PIPELINE_STORE"] = str(store)
             if memory_limit:
-                env["RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"] = memory_limit
+                env[MEMORY_LIMIT_ENV] = memory_limit
             cmd = [
                 dagster_command(), "asset", "materialize", "-m", "retrieval_pipeline.defs",
                 "--select", "*", "--partition-range", f"{names[0]}...{names[-1]}",

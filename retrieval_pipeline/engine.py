@@ -7,6 +7,7 @@ transaction, so re-running a day never duplicates rows.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -67,6 +68,19 @@ class MetricCounts(_Counts):
     annotated: int
     unannotated: int
     no_relevant: int
+
+
+# DuckDB's memory_limit for the warehouse and for `evaluate` (e.g. "4GB"). DuckDB's own default,
+# 80% of RAM, lets its cache of the blocks a run has read or written grow with every day of a
+# backfill; beyond the limit it spills to disk. With 512MB a 1M-trace partition peaks at 1.7 GiB
+# (2.2 GiB with 1GB, about 1 s faster: bench/README.md).
+MEMORY_LIMIT_ENV = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
+DEFAULT_MEMORY_LIMIT = "512MB"
+
+
+def memory_limit() -> str:
+    """DuckDB's memory_limit: $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT, else DEFAULT_MEMORY_LIMIT."""
+    return os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT
 
 
 # Rows per row group of the warehouse's tables. DuckDB scans a table a row group per thread: at its

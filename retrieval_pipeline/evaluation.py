@@ -6,15 +6,18 @@ runs the same engine steps partition by partition against the warehouse file.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 
 from retrieval_pipeline import engine
 from retrieval_pipeline.metrics import (
     DEFAULT_METRICS,
+    Gain,
     Metric,
     check_gain,
     check_relevance_level,
@@ -55,21 +58,36 @@ def run_evaluation(
     level = check_relevance_level(relevance_level)
     if isinstance(traces, str | Path):
         traces = [Path(traces)]
-    conn = engine.connect(":memory:")
-    try:
-        ingest = engine.ingest_traces(conn, traces)
-        engine.load_corpus(conn, Path(corpus) if corpus is not None else None)
-        start, end = engine.ALL_DATES  # the private database holds just this evaluation
-        labels = engine.build_labels(conn, start, end, use_corpus=corpus is not None)
-        counts = engine.compute_query_metrics(conn, parsed, start, end, checked_gain, level)
-        per_query = engine.query_metrics_wide(conn, parsed, start, end)
-        quarantine = conn.execute(
-            "select source_file, source_line, trace_id, field, reason, raw_record"
-            " from quarantine order by source_file, source_line"
-        ).df()
-    finally:
-        conn.close()
-    return EvaluationRun(parsed, per_query, quarantine, ingest, labels, counts)
+    # a temporary database file, not an in-memory one: its memory stays within the limit (1M
+    # traces in memory held 3.8 GiB and took 46 s, in a file 1.8 GiB and 34 s)
+    with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-evaluate-") as folder:
+        database = Path(folder) / "evaluation.duckdb"
+        conn = engine.connect(database, {"memory_limit": engine.memory_limit()})
+        try:
+            return _evaluate_in(conn, traces, parsed, corpus, checked_gain, level)
+        finally:
+            conn.close()
+
+
+def _evaluate_in(
+    conn: duckdb.DuckDBPyConnection,
+    traces: engine.TraceSource,
+    metrics: tuple[Metric, ...],
+    corpus: str | Path | None,
+    gain: Gain,
+    relevance_level: float,
+) -> EvaluationRun:
+    ingest = engine.ingest_traces(conn, traces)
+    engine.load_corpus(conn, Path(corpus) if corpus is not None else None)
+    start, end = engine.ALL_DATES  # the private database holds just this evaluation
+    labels = engine.build_labels(conn, start, end, use_corpus=corpus is not None)
+    counts = engine.compute_query_metrics(conn, metrics, start, end, gain, relevance_level)
+    per_query = engine.query_metrics_wide(conn, metrics, start, end)
+    quarantine = conn.execute(
+        "select source_file, source_line, trace_id, field, reason, raw_record"
+        " from quarantine order by source_file, source_line"
+    ).df()
+    return EvaluationRun(metrics, per_query, quarantine, ingest, labels, counts)
 
 
 def evaluate(

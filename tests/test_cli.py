@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -147,6 +148,30 @@ def test_evaluate_stages_nothing_on_disk(traces: Path, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(pq, "write_table", no_space)
     assert CliRunner().invoke(main, ["evaluate", str(traces)]).exit_code == 0
+
+
+def test_evaluate_works_in_a_temporary_database_within_the_memory_limit(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    monkeypatch.setenv(engine.MEMORY_LIMIT_ENV, "300MB")
+    opened: list[tuple[Path, str]] = []
+    connect = engine.connect
+
+    def spy(database: Path, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+        conn = connect(database, config)
+        row = conn.execute("select current_setting('memory_limit')").fetchone()
+        opened.append((Path(database), str(row[0] if row else "")))
+        return conn
+
+    monkeypatch.setattr(engine, "connect", spy)
+    assert CliRunner().invoke(main, ["evaluate", str(traces)]).exit_code == 0
+    ((database, limit),) = opened
+    assert database.parent.parent == temporary
+    assert limit == "286.1 MiB"  # DuckDB's words for 300MB = 300 * 10^6 bytes
+    assert list(temporary.iterdir()) == []  # removed when it ended
 
 
 def test_a_full_disk_fails_in_one_line(traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,12 +22,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from retrieval_pipeline import engine
 from retrieval_pipeline.config import CONFIG_ENV, ConfigError, PipelineConfig
 from retrieval_pipeline.defs import ASSETS, build_defs, checks, defs
 from retrieval_pipeline.defs.assets import BLOCKING_CHECK_KEYS, deploy_gate
 from retrieval_pipeline.defs.resources import (
     DB_ENV,
-    MEMORY_LIMIT_ENV,
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
@@ -183,9 +183,9 @@ def test_the_warehouse_memory_limit_is_512mb_unless_set(
             row = conn.execute("select current_setting('memory_limit')").fetchone()
         return str(row[0] if row else "")
 
-    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
+    monkeypatch.delenv(engine.MEMORY_LIMIT_ENV, raising=False)
     assert limit() == "488.2 MiB"  # DuckDB's words for 512MB = 512 * 10^6 bytes
-    monkeypatch.setenv(MEMORY_LIMIT_ENV, "3GB")
+    monkeypatch.setenv(engine.MEMORY_LIMIT_ENV, "3GB")
     assert limit() == "2.7 GiB"  # 3 * 10^9 bytes
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from retrieval_pipeline import engine
 from retrieval_pipeline.config import config_path, load_config
 from retrieval_pipeline.defs import assets, checks
 from retrieval_pipeline.defs import comparison as ab
@@ -23,9 +24,7 @@ from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
     DEFAULT_DB,
-    DEFAULT_MEMORY_LIMIT,
     DEFAULT_STORE,
-    MEMORY_LIMIT_ENV,
     REPORTS_ENV,
     STORE_ENV,
     PipelineSettingsResource,
@@ -69,9 +68,7 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
             "trace_store": TraceStoreResource(root=_env_or(STORE_ENV, DEFAULT_STORE)),
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),
-                connection_config={
-                    "memory_limit": os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT
-                },
+                connection_config={"memory_limit": engine.memory_limit()},
             ),
             "settings": PipelineSettingsResource(
                 config_path=str(path.absolute()) if path else None,
