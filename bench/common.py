@@ -44,6 +44,8 @@ class Row:
     means: dict[str, float] = field(default_factory=dict)
     note: str = ""
     walls: list[float] = field(default_factory=list)
+    # a reference tool's scoring call alone (pytrec_eval's evaluate), apart from parsing its input
+    scoring_s: float | None = None
 
     @property
     def traces_per_s(self) -> float:
