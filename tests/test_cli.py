@@ -157,19 +157,21 @@ def test_evaluate_works_in_a_temporary_database_within_the_memory_limit(
     temporary.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     monkeypatch.setenv(engine.MEMORY_LIMIT_ENV, "300MB")
-    opened: list[tuple[Path, str]] = []
+    opened: list[tuple[Path, str, bool]] = []
     connect = engine.connect
 
-    def spy(database: Path, config: dict | None = None) -> duckdb.DuckDBPyConnection:
-        conn = connect(database, config)
+    def spy(
+        database: Path, config: dict | None = None, scratch: bool = False
+    ) -> duckdb.DuckDBPyConnection:
+        conn = connect(database, config, scratch=scratch)
         row = conn.execute("select current_setting('memory_limit')").fetchone()
-        opened.append((Path(database), str(row[0] if row else "")))
+        opened.append((Path(database), str(row[0] if row else ""), scratch))
         return conn
 
     monkeypatch.setattr(engine, "connect", spy)
     assert CliRunner().invoke(main, ["evaluate", str(traces)]).exit_code == 0
-    ((database, limit),) = opened
-    assert database.parent.parent == temporary
+    ((database, limit, scratch),) = opened
+    assert database.parent.parent == temporary and scratch
     assert limit == "286.1 MiB"  # DuckDB's words for 300MB = 300 * 10^6 bytes
     assert list(temporary.iterdir()) == []  # removed when it ended
 

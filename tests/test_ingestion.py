@@ -707,6 +707,20 @@ def test_a_killed_ingestion_of_a_new_day_is_undone_when_the_warehouse_is_next_op
     assert conn.execute("select count(*) from traces").fetchone() == (5,)
 
 
+def test_a_scratch_database_keeps_no_log_and_is_not_written_out_when_closed(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "scratch.duckdb"
+    conn = engine.connect(database, scratch=True)
+    path = write_lines(tmp_path / "t.jsonl", [json.dumps(good(f"t{i}")) for i in range(50)])
+    engine.ingest_traces(conn, [path])
+    assert conn.execute("select count(*) from traces").fetchone() == (50,)
+    assert not Path(f"{database}.wal").exists()  # no write-ahead log
+    size = database.stat().st_size
+    engine.close_scratch(conn)
+    assert database.stat().st_size == size  # no checkpoint wrote the traces out on closing
+
+
 def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) -> None:
     def disabled(compact: bool) -> str:
         conn = engine.connect(tmp_path / f"w{compact}.duckdb")
