@@ -2,8 +2,9 @@
 
     python bench/metric_step.py --sizes 10000,100000 [--repeat 3]
 
-Each size runs in a fresh process: ingest the Parquet file, load the corpus and build the labels
-(untimed), then time only the metric SQL (`sql/fct_query_metrics.sql`, linear gain). The same
+Each size runs in a fresh process: ingest the Parquet file into a scratch database file (as
+`evaluate` does), load the corpus and build the labels (untimed), then time only the metric step
+(`sql/fct_query_metrics.sql`, linear gain, and the insert of its rows). The same
 process also times the floor query over the engine's own `traces` table (row (d')), so the
 metric step can be compared with a scan of the very storage it reads.
 """
@@ -39,8 +40,8 @@ def measure(sizes: list[int], seed: int = 7, repeat: int = 1, data_root: Path | 
                 proc.peak_rss_mib,
                 diff,
                 result["means"],
-                note=f"after an untimed ingest of {result['setup_s']:.1f} s; "
-                f"{result['threads']} DuckDB threads",
+                note=f"after an untimed ingest of {result['setup_s']:.1f} s into a scratch "
+                f"database file; {result['threads']} DuckDB threads",
                 walls=result["walls"],
             )
         )

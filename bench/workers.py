@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -217,7 +218,12 @@ def metric_step(args: argparse.Namespace) -> dict:
     from retrieval_pipeline.metrics import parse_metrics
 
     day = date.fromisoformat(args.day)
-    conn = engine.connect(":memory:")
+    # a scratch database file, as `evaluate` scores in (in memory, DuckDB would keep 100k traces
+    # in one row group and score them on one core)
+    folder = tempfile.TemporaryDirectory(prefix="bench-metric-step-")
+    conn = engine.connect(
+        Path(folder.name) / "bench.duckdb", {"memory_limit": engine.memory_limit()}, scratch=True
+    )
     t0 = time.perf_counter()
     ingest = engine.ingest_traces(conn, [Path(args.input)])
     ingest_s = time.perf_counter() - t0
@@ -236,6 +242,8 @@ def metric_step(args: argparse.Namespace) -> dict:
     means = dict(conn.execute(MEANS_SQL, {"start": day, "end": day}).fetchall())
     table_floor = _timed(lambda: conn.execute(FLOOR_POSITIONS_TABLE).fetchall(), args.repeat)
     threads = conn.execute("select current_setting('threads')").fetchone()
+    engine.close_scratch(conn)
+    folder.cleanup()
     return {
         "wall_s": statistics.median(walls),
         "walls": walls,

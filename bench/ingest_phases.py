@@ -1,0 +1,124 @@
+"""Where ingestion's time goes: one day of the generated store through `engine.ingest_traces`.
+
+    python bench/ingest_phases.py --sizes 1000000
+
+Each size runs the real ingestion of the nightly job (its day's JSONL.gz into a new file
+warehouse with the default memory limit, so the day's pieces go straight in) in this process,
+with a timer around each phase. Phases in the read-ahead thread (inflating gzip, splitting lines)
+overlap the others; "waiting for the reader" is the main thread's time with nothing to validate.
+The process's user and system CPU and its minor page faults (rusage) cover the whole ingestion.
+Writes `bench/results/ingest_phases_n<N>.md`.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import RESULTS, parse_args
+from bench.generate import dataset
+
+# (module, function, phase): the functions timed, by the phase they stand for
+TIMED = (
+    ("readers", "_inflate", "(reader thread) inflate gzip"),
+    ("readers", "jsonl_table", "(reader thread) split lines into Arrow"),
+    ("engine", "_stage_records", "validate (sql/stg_trace_records.sql) + repeated ids"),
+    ("engine", "keep_first_occurrences", "of which repeated ids (keep_first_occurrences)"),
+    ("engine", "_insert_piece", "insert each piece (straight in: a new day)"),
+)
+
+
+def timed(module: ModuleType, name: str, phase: str, seconds: Counter[str]) -> None:
+    """Replace `module.name` by the same function adding its time to `seconds[phase]`."""
+    function = getattr(module, name)
+
+    def timing(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            seconds[phase] += time.perf_counter() - start
+
+    setattr(module, name, timing)
+
+
+def waited(module: ModuleType, seconds: Counter[str]) -> None:
+    """Time the main thread's waits for the next piece of the read-ahead thread."""
+    read_ahead: Callable[[Iterator[Any]], Iterator[Any]] = module._read_ahead
+
+    def waiting(pieces: Iterator[Any]) -> Iterator[Any]:
+        ahead = read_ahead(pieces)
+        while True:
+            start = time.perf_counter()
+            piece = next(ahead, None)
+            seconds["waiting for the reader"] += time.perf_counter() - start
+            if piece is None:
+                return
+            yield piece
+
+    module._read_ahead = waiting
+
+
+def measure(size: int, seed: int) -> list[str]:
+    from retrieval_pipeline import engine, readers
+
+    modules = {"engine": engine, "readers": readers}
+    seconds: Counter[str] = Counter()
+    for module, name, phase in TIMED:
+        timed(modules[module], name, phase, seconds)
+    waited(engine, seconds)
+    ds = dataset(size, seed)
+    (day_file,) = (ds.store / "traces").rglob("*.jsonl.gz")
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
+        conn = engine.connect(Path(folder) / "w.duckdb", {"memory_limit": engine.memory_limit()})
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        start = time.perf_counter()
+        counts = engine.ingest_traces(conn, [day_file], partition_date=ds.day)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        conn.close()
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    lines = [
+        f"# Ingestion of {size:,} traces (one day, JSONL.gz, into a new file warehouse)",
+        "",
+        f"`python bench/ingest_phases.py --sizes {size}`: {counts.read:,} records read, "
+        f"{counts.valid:,} valid; memory limit {engine.memory_limit()}.",
+        "",
+        "| phase | wall s | share of the ingestion |",
+        "|---|---|---|",
+    ]
+    for _, _, phase in TIMED:
+        lines.append(f"| {phase} | {seconds[phase]:.2f} | {seconds[phase] / wall:.0%} |")
+    waits = seconds["waiting for the reader"]
+    lines += [
+        f"| waiting for the reader | {waits:.2f} | {waits / wall:.0%} |",
+        f"| the whole ingestion | {wall:.2f} | 100% |",
+        "",
+        f"CPU: {user:.1f} s user and {system:.1f} s system for {wall:.1f} s of wall time "
+        f"({(user + system) / wall:.2f} cores busy on average); "
+        f"{after.ru_minflt - before.ru_minflt:,} minor page faults.",
+    ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__.splitlines()[0], argv)
+    for size in args.sizes:
+        lines = measure(size, args.seed)
+        out = RESULTS / f"ingest_phases_n{size}.md"
+        out.write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
