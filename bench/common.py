@@ -207,6 +207,16 @@ def parse_args(
     return args
 
 
+def write_report(name: str, lines: list[str]) -> Path:
+    """Print a Markdown report and keep it as `bench/results/<name>`."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / name
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {out}")
+    return out
+
+
 def emit(rows: Sequence[Row], json_path: Path | None) -> None:
     print(table(rows))
     if json_path is not None:

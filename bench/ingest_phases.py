@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS, parse_args
+from bench.common import parse_args, write_report
 from bench.generate import dataset
 
 # (module, function, phase): the functions timed, by the phase they stand for
@@ -113,11 +113,7 @@ def measure(size: int, seed: int) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__.splitlines()[0], argv)
     for size in args.sizes:
-        lines = measure(size, args.seed)
-        out = RESULTS / f"ingest_phases_n{size}.md"
-        out.write_text("\n".join(lines) + "\n")
-        print("\n".join(lines))
-        print(f"wrote {out}")
+        write_report(f"ingest_phases_n{size}.md", measure(size, args.seed))
 
 
 if __name__ == "__main__":

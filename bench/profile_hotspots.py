@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import METRICS, RESULTS
+from bench.common import METRICS, RESULTS, write_report
 from bench.generate import DATA_ROOT, Dataset, dataset
 
 
@@ -197,10 +197,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.py_spy:
         lines += ["", *py_spy(ds, args.size)]
-    out = RESULTS / f"profile_n{args.size}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"wrote {out}")
+    write_report(f"profile_n{args.size}.md", lines)
 
 
 def py_spy(ds: Dataset, size: int) -> list[str]:
@@ -265,10 +262,7 @@ def nightly_main(size: int, seed: int) -> None:
         "",
         *py_spy_nightly(ds, size),
     ]
-    out = RESULTS / f"profile_nightly_n{size}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"wrote {out}")
+    write_report(f"profile_nightly_n{size}.md", lines)
 
 
 if __name__ == "__main__":
