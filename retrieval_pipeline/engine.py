@@ -74,7 +74,7 @@ class MetricCounts(_Counts):
 # DuckDB's memory_limit for the warehouse and for `evaluate` (e.g. "4GB"). DuckDB's own default,
 # 80% of RAM, lets its cache of the blocks a run has read or written grow with every day of a
 # backfill; beyond the limit it spills to disk. With 512MB a 1M-trace partition peaks at 1.7 GiB
-# (2.2 GiB with 1GB, about 1 s faster: bench/README.md).
+# (2.2 GiB with 1GB, about 1.4 s faster: bench/README.md).
 MEMORY_LIMIT_ENV = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "512MB"
 
