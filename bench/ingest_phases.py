@@ -30,8 +30,10 @@ from bench.generate import dataset
 # (module, function, phase): the functions timed, by the phase they stand for
 TIMED = (
     ("readers", "_inflate", "(reader thread) inflate gzip"),
-    ("readers", "jsonl_table", "(reader thread) split lines into Arrow"),
-    ("engine", "_stage_records", "validate (sql/stg_trace_records.sql) + repeated ids"),
+    ("readers", "jsonl_piece", "(reader thread) split lines into Arrow"),
+    ("engine", "_stage_records", "validate (both lanes) + repeated ids"),
+    ("engine", "_plain_fields", "of which the plain lane's parse (pyarrow.json)"),
+    ("engine", "_trace_records", "of which sql/stg_trace_records.sql over a lane's fields"),
     ("engine", "keep_first_occurrences", "of which repeated ids (keep_first_occurrences)"),
     ("engine", "_insert_piece", "insert each piece (straight in: a new day)"),
 )

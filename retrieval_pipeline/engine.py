@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from retrieval_pipeline import readers
@@ -250,20 +251,20 @@ ROWS_PER_PIECE = 50_000
 
 def _raw_record_pieces(
     conn: duckdb.DuckDBPyConnection, source: TraceSource
-) -> tuple[int, Iterator[pa.Table]]:
+) -> tuple[int, Iterator[readers.RawPiece]]:
     """The number of files, and every record of `source` as raw JSON text with its file and
     line (or row), a piece at a time, in file then line order."""
     if isinstance(source, pd.DataFrame):
         # pandas' own JSON keeps dict columns as objects (Arrow would make them wide structs).
         text = source.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
-        return 1, iter([readers.jsonl_table(text.encode("utf-8"), "<DataFrame>")])
+        return 1, iter([readers.jsonl_piece(text.encode("utf-8"), "<DataFrame>")])
     if isinstance(source, pa.Table):
         return 1, _table_pieces(conn, source)
     files = readers.discover(source)
     return len(files), _file_pieces(conn, files)
 
 
-def _read_ahead(pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
+def _read_ahead(pieces: Iterator[readers.RawPiece]) -> Iterator[readers.RawPiece]:
     """`pieces` in order, the next one read in a second thread while the caller validates this
     one: reading (gunzip, splitting lines, Parquet rows to JSON) keeps one core busy while DuckDB's
     validation does not keep both busy all the time."""
@@ -281,23 +282,24 @@ def _read_ahead(pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
                 close()
 
 
-def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[pa.Table]:
+def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[readers.RawPiece]:
     with _converter(conn) as converter:
         for start in range(0, rows.num_rows, ROWS_PER_PIECE):
             piece = rows.slice(start, ROWS_PER_PIECE)
-            yield _rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1)
+            yield readers.RawPiece(_rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1))
 
 
 def _file_pieces(
     conn: duckdb.DuckDBPyConnection, files: Sequence[readers.TraceFile]
-) -> Iterator[pa.Table]:
+) -> Iterator[readers.RawPiece]:
     with _converter(conn) as converter:
         for order, trace_file in enumerate(files):
             if trace_file.kind == "jsonl":
-                yield from readers.jsonl_file_tables(trace_file.path, order)
+                yield from readers.jsonl_file_pieces(trace_file.path, order)
             else:
                 for first_row, rows in readers.parquet_pieces(trace_file.path, ROWS_PER_PIECE):
-                    yield _rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
+                    raw = _rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
+                    yield readers.RawPiece(raw)
 
 
 @contextmanager
@@ -510,8 +512,8 @@ def ingest_traces(
     create_seen_trace_ids(conn)
     try:
         with _piece_writer(conn, partition_date, dates) as write_piece:
-            for number, raw in enumerate(_read_ahead(pieces)):
-                staged = _stage_records(conn, raw, partition_date)
+            for number, piece in enumerate(_read_ahead(pieces)):
+                staged = _stage_records(conn, piece, partition_date)
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
                         rows = conn.execute(
@@ -693,16 +695,95 @@ STAGING_ROW_GROUP_ROWS = 16_384
 SCAN_BATCH_ROWS = 8_192
 
 
+def _in_scan_batches(table: pa.Table) -> pa.Table:
+    return pa.Table.from_batches(table.to_batches(max_chunksize=SCAN_BATCH_ROWS), table.schema)
+
+
 def _stage_records(
-    conn: duckdb.DuckDBPyConnection, raw: pa.Table, partition_date: date | None
+    conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece, partition_date: date | None
 ) -> pa.Table:
-    """One piece of raw records validated (sql/stg_trace_records.sql), repeats dropped."""
-    raw = pa.Table.from_batches(raw.to_batches(max_chunksize=SCAN_BATCH_ROWS), raw.schema)
+    """One piece of raw records validated (sql/stg_trace_records.sql), repeats dropped.
+
+    Its typed fields come from the plain lane (sql/stg_plain_trace_fields.sql) when every record
+    is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
+    and names what is wrong with it: both give the same rows for a plain piece."""
+    raw = _in_scan_batches(piece.records)
     with registered(conn, "raw_records", raw):
-        staged = conn.sql(
+        plain = _plain_fields(conn, piece)
+        staged = None
+        if plain is not None:
+            with registered(conn, "plain_records", plain):
+                staged = _trace_records(conn, "stg_plain_trace_fields", partition_date)
+        if staged is None:
+            staged = _trace_records(conn, "stg_trace_fields", partition_date)
+        assert staged is not None
+    return keep_first_occurrences(staged)
+
+
+# The fields of a plain record as pyarrow's JSON reader types them. It refuses a value of another
+# JSON type (an integer id included) and a field given twice; relevance_scores, a map, which it
+# cannot type, is read by DuckDB (sql/stg_plain_trace_fields.sql).
+PLAIN_FIELDS = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("query_id", pa.string()),
+        ("timestamp", pa.string()),
+        ("retrieved_ids", pa.list_(pa.string())),
+        ("relevant_ids", pa.list_(pa.string())),
+        ("segment", pa.string()),
+        ("variant", pa.string()),
+        ("label_source", pa.string()),
+    ]
+)
+# What sql/stg_plain_trace_fields.sql raises for a record that is not plainly valid.
+NOT_PLAIN = "not a plain piece"
+
+
+def _plain_fields(conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece) -> pa.Table | None:
+    """The piece's records (registered as `raw_records`) typed by pyarrow's strict JSON reader,
+    with their file, line and text; None when its text is not one JSON object per line of the
+    types in PLAIN_FIELDS."""
+    if piece.jsonl is None or piece.records.num_rows == 0:
+        return None
+    # pyarrow's reader crashes on a JSON null between records, and reads two objects on one line
+    # as two records: it is given only lines that are each one JSON object
+    ((one_object_per_line,),) = conn.execute(
+        "select bool_and(starts_with(raw_record, '{') and json_valid(raw_record)) from raw_records"
+    ).fetchall()
+    if not one_object_per_line:
+        return None
+    try:
+        typed = pj.read_json(
+            pa.BufferReader(piece.jsonl),
+            parse_options=pj.ParseOptions(
+                explicit_schema=PLAIN_FIELDS, unexpected_field_behavior="ignore"
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    if typed.num_rows != piece.records.num_rows:
+        return None
+    for name in ("source_file", "file_order", "source_line", "raw_record"):
+        typed = typed.append_column(name, piece.records.column(name))
+    return _in_scan_batches(typed)
+
+
+def _trace_records(
+    conn: duckdb.DuckDBPyConnection, lane: str, partition_date: date | None
+) -> pa.Table | None:
+    """sql/stg_trace_records.sql over the fields of `lane`; None when the plain lane finds a
+    record that is not plain."""
+    conn.execute("create or replace temp view trace_fields as " + load_sql(lane))
+    try:
+        return conn.sql(
             load_sql("stg_trace_records"), params={"partition_date": partition_date}
         ).to_arrow_table()
-    return keep_first_occurrences(staged)
+    except duckdb.InvalidInputException as exc:
+        if NOT_PLAIN not in str(exc):
+            raise
+        return None
+    finally:
+        conn.execute("drop view trace_fields")
 
 
 def load_corpus(conn: duckdb.DuckDBPyConnection, path: Path | None) -> int:

@@ -1,7 +1,7 @@
 """Reading trace files into raw records: one row per JSON line or Parquet row, nothing dropped.
 
 Only I/O-level problems are handled here (gzip, UTF-8, a BOM, blank lines, a file that is not JSON
-lines or Parquet); what a record means is validated in DuckDB by `sql/stg_trace_records.sql`.
+lines or Parquet); what a record means is validated in DuckDB (`engine.stage_records`).
 A damaged line becomes a raw record with a `read_error`, so it is quarantined with its file and
 line like any other bad record; a file that cannot be read at all raises `TraceFileError`.
 """
@@ -238,25 +238,38 @@ def _clean_jsonl_table(data: bytes, name: str, order: int, first_line: int = 1) 
     )
 
 
-def jsonl_table(
+@dataclass(frozen=True)
+class RawPiece:
+    """Raw records of one piece of an ingestion; `jsonl` is the piece's text when the records are
+    exactly its non-empty lines, in order and unmended (no byte-order mark, carriage return,
+    whitespace-only line, invalid UTF-8 or cut-off stream): the plain lane of validation parses
+    that text directly (engine._plain_fields)."""
+
+    records: pa.Table
+    jsonl: bytes | None = None
+
+
+def jsonl_piece(
     data: bytes,
     name: str,
     order: int = 0,
     stream_error: str | None = None,
     first_line: int = 1,
     at_file_start: bool = True,
-) -> pa.Table:
+) -> RawPiece:
     """Raw records of JSON-lines bytes whose first line is `first_line`; `stream_error` marks
     the last line as cut off."""
     if stream_error is None:
         clean = _clean_jsonl_table(data, name, order, first_line)
         if clean is not None:
-            return clean
+            return RawPiece(clean, data)
     rows = list(_jsonl_rows(data, name, order, stream_error, first_line, at_file_start))
     columns: list[list[object]] = [[row[i] for row in rows] for i in range(len(RAW_SCHEMA))]
-    return pa.Table.from_arrays(
-        [pa.array(col, type=f.type) for col, f in zip(columns, RAW_SCHEMA, strict=True)],
-        schema=RAW_SCHEMA,
+    return RawPiece(
+        pa.Table.from_arrays(
+            [pa.array(col, type=f.type) for col, f in zip(columns, RAW_SCHEMA, strict=True)],
+            schema=RAW_SCHEMA,
+        )
     )
 
 
@@ -352,10 +365,10 @@ def maps_as_json(table: pa.Table) -> pa.Table:
     return table
 
 
-def jsonl_file_tables(path: Path, order: int, piece_bytes: int | None = None) -> Iterator[pa.Table]:
+def jsonl_file_pieces(path: Path, order: int, piece_bytes: int | None = None) -> Iterator[RawPiece]:
     """Raw records of one JSON-lines file, a piece at a time."""
     for piece in jsonl_pieces(path, piece_bytes):
-        yield jsonl_table(
+        yield jsonl_piece(
             piece.data, str(path), order, piece.stream_error, piece.first_line, piece.at_file_start
         )
 
@@ -364,10 +377,10 @@ def read_jsonl_files(files: Sequence[TraceFile]) -> pa.Table:
     """Raw records of the JSON-lines files among `files` (file_order = index in `files`), all at
     once (ingestion itself takes them a piece at a time)."""
     tables = [
-        table
+        piece.records
         for order, trace_file in enumerate(files)
         if trace_file.kind == "jsonl"
-        for table in jsonl_file_tables(trace_file.path, order)
+        for piece in jsonl_file_pieces(trace_file.path, order)
     ]
     return pa.concat_tables(tables) if tables else RAW_SCHEMA.empty_table()
 

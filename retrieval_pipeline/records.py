@@ -1,7 +1,7 @@
 """The trace record: its fields, and validation of one record held as a Python object.
 
 This is the per-example path (the online evaluator, `monitor`); batch ingestion validates the same
-rules in DuckDB (`sql/stg_trace_records.sql`), and tests hold the two to the same verdicts.
+rules in DuckDB (`sql/stg_trace_fields.sql`), and tests hold the two to the same verdicts.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ _ID_WORDS = "ids must be non-empty strings or integers"
 # Integer ids must fit DuckDB's JSON integers (BIGINT or UBIGINT); larger ones it reads as doubles.
 _MIN_INT, _MAX_INT = -(2**63), 2**64 - 1
 
-# An ISO 8601 date, optionally with a time and an offset (the same pattern as
-# sql/stg_trace_records.sql): both parsers accept more (week dates, `epoch`, zone names), and
+# An ISO 8601 date, optionally with a time and an offset (the same pattern as iso_timestamp in
+# sql/macros.sql): both parsers accept more (week dates, `epoch`, zone names), and
 # only this shape means the same instant to both.
 _TIMESTAMP = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]"

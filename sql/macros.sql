@@ -69,3 +69,24 @@ coalesce(
     ),
     0
 );
+
+-- A timestamp's text as an instant, null when it is not an ISO 8601 date, optionally with a time
+-- and an offset (no offset: UTC). The shape is checked first: a cast alone would also take
+-- `epoch`, zone names, 24:00.
+create or replace temp macro iso_timestamp(timestamp_text) as
+case
+    when regexp_full_match(
+        timestamp_text,
+        '[0-9]{4}-[0-9]{2}-[0-9]{2}([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]'
+        || '([.][0-9]+)?)?(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?)?'
+    ) then try_cast(timestamp_text as timestamptz)
+end;
+
+-- The instant when a date (and Python's datetime) can hold it, years 0001..9999 in UTC; else null.
+create or replace temp macro within_date_range(instant) as
+case
+    when
+        instant >= timestamptz '0001-01-01 00:00:00+00'
+        and instant < timestamptz '10000-01-01 00:00:00+00'
+        then instant
+end;

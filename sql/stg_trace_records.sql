@@ -1,300 +1,21 @@
--- Validate raw trace records into typed rows; a record that cannot be scored gets a reason.
+-- Validated trace records of one piece of an ingestion, shaped for `traces` and `quarantine`.
 --
--- Input: `raw_records` (source_file, file_order, source_line, raw_record, read_error), one row per
--- JSON line or Parquet row (as JSON), one piece of an ingestion; `seen_trace_ids` (trace_id,
--- file_order, source_file, source_line), the valid records of its earlier pieces. Parameter: $partition_date (the store's day, or null to use
--- the UTC date of each record's own timestamp).
--- Output: one row per input row. `reason` is null for a valid record; otherwise `field` names the
--- offending field (null for whole-record errors) and the typed columns may be null. The first
--- failing rule in field order decides the reason, so every record gets exactly one verdict.
--- The same rules, for one record in Python: retrieval_pipeline/records.py (tests hold them equal).
--- Ids may be JSON strings or integers and compare as strings (7 and "7" are one document);
--- retrieved_ids is the list as given: engine.keep_first_occurrences then drops a repeated id's
--- later occurrences and counts them in n_duplicate_ids (a distinct or sort per list in DuckDB
--- would cost as much as the rest of this statement).
--- A timestamp must be an ISO 8601 date, optionally with a time and an offset (no offset: UTC),
--- within years 0001..9999 once in UTC. A field given twice in one record: the first counts (as
--- in from_json); a document graded twice in relevance_scores is quarantined.
+-- Input: `trace_fields`, one row per record with its typed fields and the reason it cannot be
+-- scored (a view of sql/stg_trace_fields.sql, which reads any record, or of
+-- sql/stg_plain_trace_fields.sql, which reads a piece of plain records faster); `raw_records`,
+-- the piece's raw text; `seen_trace_ids` (trace_id, file_order, source_file, source_line), the
+-- valid records of its earlier pieces. Parameter: $partition_date (the store's day, or null to
+-- use the UTC date of each record's own timestamp).
+-- Output: one row per record. `reason` is null for a valid record; a later record repeating a
+-- valid record's trace_id is quarantined. Labels: relevance_scores' grades, then grade 1 for
+-- relevant ids it does not grade, each with its rank in retrieved_ids; retrieved_ids is the list
+-- as given: engine.keep_first_occurrences then drops a repeated id's later occurrences and counts
+-- them in n_duplicate_ids (a distinct or sort per list in DuckDB would cost as much as the
+-- validation).
 -- `outside_partition_day` marks a valid record whose UTC date is not its partition's: with
 -- $partition_date the store's day is authoritative, so the record is kept there and counted.
 
 with
-
-parsed as (
-    select
-        source_file,
-        file_order,
-        source_line,
-        raw_record,
-        read_error,
-        -- the text itself, not a ::json cast: the cast would parse every record once more
-        case when read_error is null and json_valid(raw_record) then raw_record end as doc
-    from raw_records
-),
-
-doc_types as (
-    select
-        *,
-        -- valid JSON that starts with a brace is an object: no parse needed to know it
-        case when starts_with(doc, '{') then 'OBJECT' else json_type(doc) end as doc_type
-    from parsed
-),
-
-fields as (
-    select
-        *,
-        case
-            when doc_type = 'OBJECT'
-                then from_json(
-                    doc,
-                    '{"trace_id": "JSON", "query_id": "JSON", "timestamp": "JSON",
-                      "retrieved_ids": "JSON", "relevant_ids": "JSON",
-                      "relevance_scores": "JSON", "segment": "JSON", "variant": "JSON",
-                      "label_source": "JSON"}'
-                )
-        end as f
-    from doc_types
-),
-
-typed as (
-    select
-        *,
-        json_type(f.trace_id) as trace_id_type,
-        json_type(f.query_id) as query_id_type,
-        json_type(f.timestamp) as timestamp_type,
-        -- the lists and the object by their first character: json_type would parse them whole
-        json_value_type(f.retrieved_ids) as retrieved_type,
-        json_value_type(f.relevant_ids) as relevant_type,
-        json_value_type(f.relevance_scores) as scores_type,
-        json_type(f.segment) as segment_type,
-        json_type(f.variant) as variant_type,
-        json_type(f.label_source) as label_source_type,
-        case when retrieved_type = 'ARRAY' then f.retrieved_ids end as retrieved_json,
-        case when relevant_type = 'ARRAY' then f.relevant_ids end as relevant_json,
-        json_uniform_id_list(retrieved_json) as retrieved_uniform,
-        json_uniform_id_list(relevant_json) as relevant_uniform,
-        case
-            when scores_type = 'OBJECT'
-                then from_json(f.relevance_scores, '"MAP(VARCHAR, JSON)"')
-        end as scores_map
-    from fields
-),
-
-elements as (
-    select
-        *,
-        json_item_types_unless_uniform(retrieved_json, retrieved_uniform) as retrieved_item_types,
-        json_id_texts(retrieved_json, retrieved_uniform) as retrieved_raw,
-        json_item_types_unless_uniform(relevant_json, relevant_uniform) as relevant_item_types,
-        json_id_texts(relevant_json, relevant_uniform) as relevant_raw,
-        map_keys(scores_map) as score_keys,
-        list_transform(map_values(scores_map), lambda v: json_type(v)) as score_types,
-        list_transform(map_values(scores_map), lambda v: try_cast(v as double)) as score_values,
-        json_extract_string(f.trace_id, '$') as trace_id_text,
-        json_extract_string(f.query_id, '$') as query_id_text,
-        json_extract_string(f.timestamp, '$') as timestamp_text,
-        -- from_json gives no map for an object that repeats a key
-        case
-            when scores_type = 'OBJECT' and scores_map is null
-                then json_keys(f.relevance_scores)
-        end as repeated_score_keys
-    from typed
-),
-
-parsed_times as (
-    select
-        *,
-        -- the shape is checked first: a cast alone would also take `epoch`, zone names, 24:00
-        case
-            when regexp_full_match(
-                timestamp_text,
-                '[0-9]{4}-[0-9]{2}-[0-9]{2}([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]'
-                || '([.][0-9]+)?)?(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?)?'
-            ) then try_cast(timestamp_text as timestamptz)
-        end as parsed_at
-    from elements
-),
-
--- only instants a date (and Python's datetime) can hold: years 0001..9999 in UTC
-times as (
-    select
-        *,
-        case
-            when
-                parsed_at >= timestamptz '0001-01-01 00:00:00+00'
-                and parsed_at < timestamptz '10000-01-01 00:00:00+00'
-                then parsed_at
-        end as served_at
-    from parsed_times
-),
-
--- position (1-based) of the first list item that is not a non-empty string or an integer
-item_checks as (
-    select
-        *,
-        first_bad_id_at(retrieved_item_types, retrieved_raw) as bad_retrieved_at,
-        first_bad_id_at(relevant_item_types, relevant_raw) as bad_relevant_at,
-        -- the JSON type of that item, looked up for the few records that have one
-        case
-            when bad_retrieved_at > 0
-                then json_type(retrieved_json, '$[' || (bad_retrieved_at - 1)::varchar || ']')
-        end as retrieved_bad_item_type,
-        case
-            when bad_relevant_at > 0
-                then json_type(relevant_json, '$[' || (bad_relevant_at - 1)::varchar || ']')
-        end as relevant_bad_item_type,
-        list_position(
-            list_transform(
-                score_types,
-                -- a JSON null grade is a SQL null here: coalesce so it is found, not skipped
-                lambda t, i: coalesce(
-                    t in ('BIGINT', 'UBIGINT', 'DOUBLE')
-                    and isfinite(score_values[i])
-                    and score_values[i] >= 0,
-                    false
-                )
-            ),
-            false
-        ) as bad_score_at,
-        list_position(score_keys, '') as empty_score_key_at,
-        list_filter(
-            repeated_score_keys, lambda k, i: list_position(repeated_score_keys, k) < i
-        )[1] as repeated_score_key
-    from times
-),
-
-verdicts as (
-    select
-        *,
-        case
-            when read_error is not null then struct_pack(field := null, reason := read_error)
-            when doc is null then struct_pack(field := null, reason := 'malformed JSON')
-            when doc_type <> 'OBJECT' then struct_pack(
-                field := null,
-                reason := 'not a JSON object (got ' || json_type_in_words(doc_type) || ')'
-            )
-            when trace_id_type is null or trace_id_type = 'NULL' then struct_pack(
-                field := 'trace_id', reason := 'missing required field trace_id'
-            )
-            when trace_id_type not in ('VARCHAR', 'BIGINT', 'UBIGINT') or trace_id_text = ''
-                then struct_pack(
-                    field := 'trace_id',
-                    reason := 'trace_id must be a non-empty string or an integer (got '
-                    || case
-                        when trace_id_text = '' then 'an empty string'
-                        when regexp_full_match(f.trace_id::varchar, '-?[0-9]+')
-                            then 'an integer outside the 64-bit range'
-                        else json_type_in_words(trace_id_type)
-                    end || ')'
-                )
-            when query_id_type is null or query_id_type = 'NULL' then struct_pack(
-                field := 'query_id', reason := 'missing required field query_id'
-            )
-            when query_id_type not in ('VARCHAR', 'BIGINT', 'UBIGINT') or query_id_text = ''
-                then struct_pack(
-                    field := 'query_id',
-                    reason := 'query_id must be a non-empty string or an integer (got '
-                    || case
-                        when query_id_text = '' then 'an empty string'
-                        when regexp_full_match(f.query_id::varchar, '-?[0-9]+')
-                            then 'an integer outside the 64-bit range'
-                        else json_type_in_words(query_id_type)
-                    end || ')'
-                )
-            when timestamp_type is null or timestamp_type = 'NULL' then struct_pack(
-                field := 'timestamp', reason := 'missing required field timestamp'
-            )
-            when timestamp_type <> 'VARCHAR' then struct_pack(
-                field := 'timestamp',
-                reason := 'timestamp must be an ISO 8601 string (got '
-                || json_type_in_words(timestamp_type) || ')'
-            )
-            when parsed_at is null or not isfinite(parsed_at) then struct_pack(
-                field := 'timestamp',
-                reason := 'unparsable timestamp ' || left(f.timestamp::varchar, 80)
-            )
-            when served_at is null then struct_pack(
-                field := 'timestamp',
-                reason := 'timestamp ' || left(f.timestamp::varchar, 80)
-                || ' is out of range (0001-01-01 to 9999-12-31 in UTC)'
-            )
-            when retrieved_type is null or retrieved_type = 'NULL' then struct_pack(
-                field := 'retrieved_ids', reason := 'missing required field retrieved_ids'
-            )
-            when retrieved_type <> 'ARRAY' then struct_pack(
-                field := 'retrieved_ids',
-                reason := 'retrieved_ids must be a list of ids (got '
-                || json_type_in_words(retrieved_type) || ')'
-            )
-            when bad_retrieved_at > 0 then struct_pack(
-                field := 'retrieved_ids',
-                reason := 'retrieved_ids[' || (bad_retrieved_at - 1)::varchar || '] is '
-                || case
-                    when retrieved_bad_item_type = 'VARCHAR' then 'an empty string'
-                    when regexp_full_match(
-                        json_extract(retrieved_json, '$[' || (bad_retrieved_at - 1)::varchar || ']')
-                        ::varchar,
-                        '-?[0-9]+'
-                    ) then 'an integer outside the 64-bit range'
-                    else json_type_in_words(retrieved_bad_item_type)
-                end
-                || '; ids must be non-empty strings or integers'
-            )
-            when relevant_type not in ('NULL', 'ARRAY') then struct_pack(
-                field := 'relevant_ids',
-                reason := 'relevant_ids must be a list of ids (got '
-                || json_type_in_words(relevant_type) || ')'
-            )
-            when bad_relevant_at > 0 then struct_pack(
-                field := 'relevant_ids',
-                reason := 'relevant_ids[' || (bad_relevant_at - 1)::varchar || '] is '
-                || case
-                    when relevant_bad_item_type = 'VARCHAR' then 'an empty string'
-                    when regexp_full_match(
-                        json_extract(relevant_json, '$[' || (bad_relevant_at - 1)::varchar || ']')
-                        ::varchar,
-                        '-?[0-9]+'
-                    ) then 'an integer outside the 64-bit range'
-                    else json_type_in_words(relevant_bad_item_type)
-                end
-                || '; ids must be non-empty strings or integers'
-            )
-            when scores_type not in ('NULL', 'OBJECT') then struct_pack(
-                field := 'relevance_scores',
-                reason := 'relevance_scores must be an object of doc_id -> grade (got '
-                || json_type_in_words(scores_type) || ')'
-            )
-            when repeated_score_key is not null then struct_pack(
-                field := 'relevance_scores',
-                reason := 'relevance_scores grades document '
-                || to_json(left(repeated_score_key, 80)) || ' more than once'
-            )
-            when empty_score_key_at > 0 then struct_pack(
-                field := 'relevance_scores',
-                reason := 'relevance_scores has an empty document id'
-            )
-            when bad_score_at > 0 then struct_pack(
-                field := 'relevance_scores',
-                reason := 'relevance_scores[' || to_json(left(score_keys[bad_score_at], 80))
-                || '] must be a finite number >= 0 (got '
-                || coalesce(left(map_values(scores_map)[bad_score_at]::varchar, 40), 'null')
-                || ')'
-            )
-            when segment_type not in ('NULL', 'VARCHAR') then struct_pack(
-                field := 'segment',
-                reason := 'segment must be a string (got ' || json_type_in_words(segment_type) || ')'
-            )
-            when variant_type not in ('NULL', 'VARCHAR') then struct_pack(
-                field := 'variant',
-                reason := 'variant must be a string (got ' || json_type_in_words(variant_type) || ')'
-            )
-            when label_source_type not in ('NULL', 'VARCHAR') then struct_pack(
-                field := 'label_source',
-                reason := 'label_source must be a string (got ' || json_type_in_words(label_source_type) || ')'
-            )
-        end as verdict
-    from item_checks
-),
 
 -- label_ids: graded ids then relevant ids, sorted by id, only when a record has both; a
 -- relevant id right after its own grade is already a label (sorted, not a search per id, so that
@@ -303,20 +24,20 @@ sorted_ids as (
     select
         *,
         case
-            when len(score_keys) > 0 and len(relevant_raw) > 0
+            when len(score_keys) > 0 and len(relevant_ids) > 0
                 then list_sort(
                     list_concat(
                         list_transform(
                             score_keys, lambda d: struct_pack(d := d, from_relevant := false)
                         ),
                         list_transform(
-                            list_distinct(relevant_raw),
+                            list_distinct(relevant_ids),
                             lambda d: struct_pack(d := d, from_relevant := true)
                         )
                     )
                 )
         end as label_ids
-    from verdicts
+    from trace_fields
 ),
 
 -- materialized: read twice below, and recomputing the validation would double its cost
@@ -326,21 +47,21 @@ shaped as materialized (
         file_order,
         source_line,
         -- the text is kept for a quarantined record only (a valid one is its typed columns)
-        case when verdict.reason is not null then raw_record end as raw_record,
-        verdict.field as field,
-        verdict.reason as reason,
+        case when reason is not null then raw_record end as raw_record,
+        field,
+        reason,
         coalesce(
             $partition_date::date,
             (served_at at time zone 'UTC')::date
         ) as partition_date,
-        trace_id_text as trace_id,
-        query_id_text as query_id,
+        trace_id,
+        query_id,
         served_at,
-        coalesce(json_extract_string(f.segment, '$'), 'unknown') as segment,
-        coalesce(json_extract_string(f.variant, '$'), 'default') as variant,
-        json_extract_string(f.label_source, '$') as label_source,
-        retrieved_raw as retrieved_ids,
-        coalesce(relevant_type = 'ARRAY' or scores_type = 'OBJECT', false) as is_judged,
+        coalesce(segment, 'unknown') as segment,
+        coalesce(variant, 'default') as variant,
+        label_source,
+        retrieved_ids,
+        is_judged,
         -- relevance_scores gives grades; relevant_ids adds grade 1 for ids it does not grade. A
         -- label's rank is its document's first position in retrieved_ids (null: not retrieved);
         -- engine.keep_first_occurrences closes it up where earlier repeats are dropped.
@@ -351,7 +72,7 @@ shaped as materialized (
                     lambda k, i: struct_pack(
                         doc_id := k,
                         grade := score_values[i],
-                        rank := list_position(retrieved_raw, k)
+                        rank := list_position(retrieved_ids, k)
                     )
                 ),
                 []
@@ -359,7 +80,7 @@ shaped as materialized (
             coalesce(
                 list_transform(
                     case
-                        when label_ids is null then list_distinct(relevant_raw)
+                        when label_ids is null then list_distinct(relevant_ids)
                         -- a relevant id is new when the entry before it is not its grade's
                         else list_transform(
                             list_filter(
@@ -371,13 +92,13 @@ shaped as materialized (
                         )
                     end,
                     lambda d: struct_pack(
-                        doc_id := d, grade := 1.0::double, rank := list_position(retrieved_raw, d)
+                        doc_id := d, grade := 1.0::double, rank := list_position(retrieved_ids, d)
                     )
                 ),
                 []
             )
         ) as labels,
-        verdict.reason is null
+        reason is null
         and $partition_date::date is not null
         and (served_at at time zone 'UTC')::date <> $partition_date::date as outside_partition_day
     from sorted_ids

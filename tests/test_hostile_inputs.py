@@ -6,7 +6,7 @@ binary or bulky cases (invalid UTF-8, BOMs, gzip cut at every stage, Parquet wit
 columns, 100k ids) are generated below. `tests/test_ingestion.py` holds the one-line-per-rule
 cases; this file covers whole files, formats, the decisions on timestamps and ids, and the
 accounting on random mixtures. Each case is checked against both validators: DuckDB's
-(`sql/stg_trace_records.sql`, batch) and Python's (`records.py`, per example).
+(`sql/stg_trace_fields.sql` or its plain lane, batch) and Python's (`records.py`, per example).
 """
 
 from __future__ import annotations

@@ -248,7 +248,12 @@ def test_clean_file_reader_gives_the_rows_of_the_line_by_line_reader(
     expected = [
         (line, text, error) for _, _, line, text, error in readers._jsonl_rows(data, "f", 3, None)
     ]
-    table = readers.jsonl_table(data, "f", 3)
+    piece = readers.jsonl_piece(data, "f", 3)
+    table = piece.records
+    if piece.jsonl is not None:  # the text the plain lane parses: the records' lines, in order
+        lines = [line.decode() for line in piece.jsonl.split(b"\n") if line]
+        assert lines == table.column("raw_record").to_pylist()
+        assert not any(table.column("read_error").to_pylist())
     got = list(
         zip(
             table.column("source_line").to_pylist(),

@@ -1,0 +1,238 @@
+"""The two lanes of validation give the same rows: the plain lane (pyarrow's strict JSON reader,
+sql/stg_plain_trace_fields.sql) for a piece whose every record is plainly valid, the JSON lane
+(sql/stg_trace_fields.sql) for any piece. A piece the plain lane cannot read exactly falls back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import date
+from unittest import mock
+
+import duckdb
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retrieval_pipeline import engine, readers
+from retrieval_pipeline.sql_files import load_sql
+
+DAY = date(2026, 11, 30)
+
+
+@pytest.fixture(scope="module")
+def conn() -> Iterator[duckdb.DuckDBPyConnection]:
+    connection = engine.connect(":memory:")
+    yield connection
+    connection.close()
+
+
+def staged(
+    conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece, partition_date: date | None
+) -> list[dict[str, object]]:
+    """The rows `_stage_records` gives for `piece`, in line order."""
+    engine.create_seen_trace_ids(conn)
+    rows = engine._stage_records(conn, piece, partition_date).to_pylist()
+    return sorted(rows, key=lambda row: (row["file_order"], row["source_line"]))
+
+
+def lanes(
+    conn: duckdb.DuckDBPyConnection, lines: list[str], partition_date: date | None = DAY
+) -> tuple[list[str], list[dict[str, object]], list[dict[str, object]]]:
+    """(the lanes `_stage_records` went through, its rows, the JSON lane's rows) for a piece."""
+    piece = readers.jsonl_piece(("\n".join(lines) + "\n").encode(), "f.jsonl")
+    with mock.patch.object(engine, "_trace_records", wraps=engine._trace_records) as spy:
+        rows = staged(conn, piece, partition_date)
+    taken = [call.args[1] for call in spy.call_args_list]
+    return taken, rows, staged(conn, readers.RawPiece(piece.records), partition_date)
+
+
+def record(trace: object, **changes: object) -> str:
+    """A plain record of trace id `trace`, with `changes`."""
+    fields = {
+        "trace_id": trace,
+        "query_id": f"q-{trace}",
+        "timestamp": "2026-11-30T10:00:00Z",
+        "segment": "faq",
+        "variant": "control",
+        "retrieved_ids": ["d1", "d2", "d3", "d2"],
+        "relevant_ids": ["d3", "d9"],
+        "relevance_scores": {"d1": 2, "d9": 0.5},
+    }
+    return json.dumps({**fields, **changes})
+
+
+def test_a_plain_piece_is_read_by_the_plain_lane_alone(conn: duckdb.DuckDBPyConnection) -> None:
+    lines = [
+        record("t1"),
+        record("t2", relevance_scores=None, segment=None, label_source="click"),
+        record("t3", relevant_ids=None, timestamp="2026-11-30 23:59:59.5+01:00"),
+        record("t1"),  # a repeated trace_id: quarantined in either lane
+        record("t4", retrieved_ids=[], relevance_scores={}, extra={"nested": [1, None]}),
+    ]
+    taken, rows, json_rows = lanes(conn, lines)
+    assert taken == ["stg_plain_trace_fields"]
+    assert rows == json_rows
+    assert [row["reason"] for row in rows] == [
+        None,
+        None,
+        None,
+        "duplicate trace_id t1 (first seen at f.jsonl line 1)",
+        None,
+    ]
+    # d2's repeat dropped; grades from relevance_scores, then grade 1 for d3 (d9 is graded)
+    assert rows[0]["retrieved_ids"] == ["d1", "d2", "d3"]
+    assert rows[0]["labels"] == [
+        {"doc_id": "d1", "grade": 2.0, "rank": 1},
+        {"doc_id": "d9", "grade": 0.5, "rank": None},
+        {"doc_id": "d3", "grade": 1.0, "rank": 3},
+    ]
+    assert rows[1]["segment"] == "unknown" and rows[1]["label_source"] == "click"
+    assert [row["is_judged"] for row in rows] == [True, True, True, True, True]
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        # pyarrow's reader crashed the process on a JSON null before a record
+        ('null {"trace_id": "x"}', "malformed JSON"),
+        ("null", "not a JSON object (got null)"),
+        # and read two objects on one line as two records
+        ('{"trace_id": "x"} {"trace_id": "y"}', "malformed JSON"),
+        (record(9.5), "trace_id must be a non-empty string or an integer"),
+        (record("t9", relevance_scores={"d1": "3"}), 'relevance_scores["d1"] must be a finite'),
+        (record("t9", relevance_scores={"d1": True}), 'relevance_scores["d1"] must be a finite'),
+        (record("t9", relevance_scores={"": 1}), "relevance_scores has an empty document id"),
+        (record("t9", retrieved_ids=["d1", None]), "retrieved_ids[1] is null"),
+        (record("t9", relevant_ids=[""]), "relevant_ids[0] is an empty string"),
+        (record("t9", timestamp="epoch"), "unparsable timestamp"),
+        (record("t9", timestamp="0000-12-31T23:00:00Z"), "is out of range"),
+        (record("t9", timestamp="9999-12-31T23:00:00-02:00"), "is out of range"),
+        (record("t9", segment=3), "segment must be a string (got an integer)"),
+        (
+            '{"trace_id": "t9", "query_id": "q", "timestamp": "2026-11-30T10:00:00Z", '
+            '"retrieved_ids": [], "relevance_scores": {"d1": 1, "d1": 2}}',
+            'relevance_scores grades document "d1" more than once',
+        ),
+        (
+            '{"trace_id": "t9", "query_id": "q", "timestamp": "2026-11-30T10:00:00Z", '
+            '"retrieved_ids": [], "relevance_scores": {"d1": 1e400}}',
+            'relevance_scores["d1"] must be a finite',
+        ),
+    ],
+)
+def test_a_piece_with_a_record_that_is_not_plain_goes_through_the_json_lane(
+    conn: duckdb.DuckDBPyConnection, line: str, reason: str
+) -> None:
+    taken, rows, json_rows = lanes(conn, [record("t1"), line, record("t2")])
+    assert taken[-1] == "stg_trace_fields"
+    assert rows == json_rows
+    assert [row["reason"] is None for row in rows] == [True, False, True]
+    assert reason in str(rows[1]["reason"])
+
+
+def test_integer_ids_are_read_by_the_json_lane_as_their_text(
+    conn: duckdb.DuckDBPyConnection,
+) -> None:
+    taken, rows, _ = lanes(conn, [record("t1", retrieved_ids=[7, "7", 8], relevant_ids=[8])])
+    assert taken == ["stg_trace_fields"]  # pyarrow's reader refused the piece
+    assert rows[0]["retrieved_ids"] == ["7", "8"] and rows[0]["n_duplicate_ids"] == 1
+
+
+# ---- the lanes agree on random pieces ------------------------------------------------------------
+
+_ids = st.sampled_from(["d1", "d2", "doc-000001", "é", 'a"b', "a\\b", "\u2028", "x y", "😀"])
+_grades = st.one_of(
+    st.integers(0, 3), st.floats(0, 3), st.sampled_from([-1, 10**20, "2", True, None, [1]])
+)
+_values = {
+    "trace_id": st.one_of(_ids, st.just(""), st.integers(-5, 5), st.none()),
+    "query_id": st.one_of(_ids, st.just(7), st.none()),
+    "timestamp": st.sampled_from(
+        [
+            "2026-11-30T10:00:00Z",
+            "2026-11-30",
+            "2026-11-30T23:30:00-02:00",
+            "2026-12-01T00:30:00+01:00",
+            "2026-11-30T10:00:00.123456",
+            "2026-11-30T24:00:00Z",
+            "30/11/2026",
+            "",
+        ]
+    ),
+    "retrieved_ids": st.one_of(
+        st.lists(_ids, max_size=6),
+        st.lists(st.one_of(_ids, st.integers(0, 9), st.just(""), st.none()), max_size=4),
+        st.just("d1"),
+    ),
+    "relevant_ids": st.one_of(st.none(), st.lists(_ids, max_size=3), st.just([None])),
+    "relevance_scores": st.one_of(
+        st.none(),
+        st.dictionaries(_ids, st.integers(0, 3), max_size=4),
+        st.dictionaries(st.one_of(_ids, st.just("")), _grades, max_size=3),
+        st.just([1]),
+    ),
+    "segment": st.one_of(st.none(), st.sampled_from(["faq", "multi_hop"]), st.just(1)),
+    "variant": st.one_of(st.none(), st.just("candidate")),
+    "label_source": st.one_of(st.none(), st.just("click")),
+    "extra": st.one_of(st.none(), st.just({"a": [1, {"b": None}]})),
+}
+
+
+@st.composite
+def record_lines(draw: st.DrawFn) -> str:
+    """A trace record, mostly plain: each field is left out, kept or drawn from `_values`."""
+    base = json.loads(record(draw(_ids)))
+    fields: dict[str, object] = {}
+    for name, values in _values.items():
+        choice = draw(st.sampled_from(["keep", "keep", "keep", "drop", "draw"]))
+        if choice == "keep" and name in base:
+            fields[name] = base[name]
+        elif choice == "draw":
+            fields[name] = draw(values)
+    return json.dumps(fields, ensure_ascii=draw(st.booleans()))
+
+
+_plain_pieces = st.lists(record_lines(), min_size=1, max_size=12)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.one_of(
+        _plain_pieces,
+        st.lists(st.builds(lambda i: record(f"t{i}"), st.integers(0, 5)), min_size=1, max_size=8),
+    ),
+    partition_date=st.sampled_from([DAY, None]),
+)
+def test_both_lanes_give_the_same_rows(
+    conn: duckdb.DuckDBPyConnection, lines: list[str], partition_date: date | None
+) -> None:
+    taken, rows, json_rows = lanes(conn, lines, partition_date)
+    assert rows == json_rows
+    # no record quarantined for its own fields (repeats aside), every id a string: plain
+    if all(_plain_types(line) for line in lines) and all(
+        row["reason"] is None or str(row["reason"]).startswith("duplicate") for row in rows
+    ):
+        assert taken == ["stg_plain_trace_fields"]
+
+
+def _plain_types(line: str) -> bool:
+    """Whether the record's ids are JSON strings (integer ids go through the JSON lane)."""
+    fields = json.loads(line)
+    ids = [fields.get("trace_id"), fields.get("query_id")]
+    ids += fields.get("retrieved_ids") or []
+    ids += fields.get("relevant_ids") or []
+    return all(isinstance(value, str) for value in ids)
+
+
+def test_the_plain_lane_is_typed_as_the_json_lane_and_raises_what_the_engine_expects() -> None:
+    """The plain lane's schema: ids and lists of ids as strings, as the JSON lane's output; its
+    SQL raises the very error that sends a piece to the JSON lane."""
+    assert f"error('{engine.NOT_PLAIN}')" in load_sql("stg_plain_trace_fields")
+    for name in ("trace_id", "query_id", "segment", "variant", "label_source", "timestamp"):
+        assert engine.PLAIN_FIELDS.field(name).type == pa.string()
+    for name in ("retrieved_ids", "relevant_ids"):
+        assert engine.PLAIN_FIELDS.field(name).type == pa.list_(pa.string())
