@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from isal import isal_zlib
 
@@ -29,6 +28,9 @@ JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 PARQUET_SUFFIXES = (".parquet",)
 REQUIRED_FIELDS = ("trace_id", "query_id", "timestamp", "retrieved_ids")
 
+# raw_record is the record's text. The rows of a clean piece (`_clean_jsonl_table`) share its
+# bytes, newline included: each ends with its line's newline and any blank lines after it, which
+# the SQL trims where it keeps the text (sql/stg_trace_records.sql).
 RAW_SCHEMA = pa.schema(
     [
         ("source_file", pa.string()),
@@ -216,15 +218,16 @@ def _clean_jsonl_table(data: bytes, name: str, order: int, first_line: int = 1) 
     starts, ends, numbers = starts[keep], ends[keep], numbers[keep]
     if len(starts) and np.isin(buffer[starts], _WHITESPACE).any():
         return None  # maybe a whitespace-only line, which would sit inside its neighbour's text
+    if len(data) >= 2**31:  # beyond a string column's 32-bit offsets: one huge line
+        return None
     # Each row spans from its line's start to the next row's: its own newline and any empty lines
-    # after it, which the trim removes (a line holds no newline of its own).
-    offsets = np.concatenate((starts, [len(data)])).astype(np.int64)
-    spans = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(data))
+    # after it (RAW_SCHEMA). The rows are views of `data`, not a copy.
+    offsets = np.concatenate((starts, [len(data)])).astype(np.int32)
+    lines = pa.StringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(data))
     try:
-        spans.validate(full=True)  # UTF-8
+        lines.validate(full=True)  # UTF-8
     except pa.ArrowInvalid:
         return None
-    lines = pc.utf8_rtrim(spans, characters="\n").cast(pa.string())
     count = len(starts)
     return pa.Table.from_arrays(
         [

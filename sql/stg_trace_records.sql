@@ -47,7 +47,8 @@ shaped as materialized (
         file_order,
         source_line,
         -- the text is kept for a quarantined record only (a valid one is its typed columns)
-        case when reason is not null then raw_record end as raw_record,
+        -- (without the newlines a row of a clean JSON-lines piece ends with: readers.RAW_SCHEMA)
+        case when reason is not null then rtrim(raw_record, chr(10)) end as raw_record,
         field,
         reason,
         coalesce(
@@ -113,7 +114,7 @@ repeated_trace_ids as (
         seen.source_line,
         seen.first_file,
         seen.first_line,
-        raw_records.raw_record
+        rtrim(raw_records.raw_record, chr(10)) as raw_record
     from (
         select
             file_order,

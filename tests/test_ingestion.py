@@ -250,14 +250,15 @@ def test_clean_file_reader_gives_the_rows_of_the_line_by_line_reader(
     ]
     piece = readers.jsonl_piece(data, "f", 3)
     table = piece.records
+    # a clean piece's rows end with their newlines (readers.RAW_SCHEMA), which the SQL trims
+    texts = [text.rstrip("\n") for text in table.column("raw_record").to_pylist()]
     if piece.jsonl is not None:  # the text the plain lane parses: the records' lines, in order
-        lines = [line.decode() for line in piece.jsonl.split(b"\n") if line]
-        assert lines == table.column("raw_record").to_pylist()
+        assert [line.decode() for line in piece.jsonl.split(b"\n") if line] == texts
         assert not any(table.column("read_error").to_pylist())
     got = list(
         zip(
             table.column("source_line").to_pylist(),
-            table.column("raw_record").to_pylist(),
+            texts,
             table.column("read_error").to_pylist(),
             strict=True,
         )
@@ -272,7 +273,8 @@ def test_clean_file_reader_takes_only_files_it_reads_exactly() -> None:
     table = readers._clean_jsonl_table(clean, "f", 0)
     assert table is not None
     assert table.column("source_line").to_pylist() == [1, 3, 4]
-    assert table.column("raw_record").to_pylist() == ['{"a": 1}', '{"b": "\u00e9"}', "[3]"]
+    # each row a view of the piece: its line, its newline and the blank line after it
+    assert table.column("raw_record").to_pylist() == ['{"a": 1}\n\n', '{"b": "\u00e9"}\n', "[3]"]
     # a byte-order mark, a carriage return, a line that starts with whitespace, invalid UTF-8
     for other in (b"\xef\xbb\xbf{}\n", b"{}\r\n", b"{}\n\t{}\n", b"{}\n\xff\n"):
         assert readers._clean_jsonl_table(other, "f", 0) is None, other
