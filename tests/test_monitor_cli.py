@@ -178,19 +178,29 @@ def test_state_file_of_another_source_is_refused(tmp_path: Path) -> None:
     assert code == 1 and "follows" in err
 
 
-def read_until(process: subprocess.Popen[str], prefix: str, timeout: float = 20) -> list[str]:
-    """Lines of the process's output up to one starting with `prefix` (fails after `timeout`)."""
+def read_until(
+    process: subprocess.Popen[str], prefix: str, timeout: float = 20
+) -> tuple[list[str], str]:
+    """Lines of the process's output up to one starting with `prefix`, and the output after it
+    (fails after `timeout`). Read from the pipe itself: `select` cannot see lines that a file
+    object's buffer already holds, as it does when two lines arrive at once on a busy machine."""
     assert process.stdout is not None
-    seen: list[str] = []
+    pipe = process.stdout.fileno()
+    received = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([process.stdout], [], [], 0.1)
-        if ready:
-            text = process.stdout.readline()
-            seen.append(text)
-            if text.startswith(prefix):
-                return seen
-    raise AssertionError(f"no line starting {prefix!r} within {timeout} s; got {seen}")
+        ready, _, _ = select.select([pipe], [], [], 0.1)
+        if not ready:
+            continue
+        chunk = os.read(pipe, 65536)
+        if not chunk:
+            break
+        received += chunk
+        lines = received.decode().splitlines(keepends=True)
+        for number, line in enumerate(lines):
+            if line.startswith(prefix) and line.endswith("\n"):
+                return lines[: number + 1], "".join(lines[number + 1 :])
+    raise AssertionError(f"no line starting {prefix!r} within {timeout} s; got {received!r}")
 
 
 def test_follow_mode_waits_for_complete_lines_and_exits_3_on_the_alert(tmp_path: Path) -> None:
@@ -207,12 +217,13 @@ def test_follow_mode_waits_for_complete_lines_and_exits_3_on_the_alert(tmp_path:
         lines = stream([1, 4, 4, 1])  # windows of 4; the alert completes with line 12
         with path.open("a", encoding="utf-8") as handle:
             handle.write("".join(f"{text}\n" for text in lines[:11]) + lines[11][:30])
-        read_until(process, "window 2 ")
+        _, after = read_until(process, "window 2 ")
         time.sleep(0.3)  # several polls see the half-written line
         assert process.poll() is None, "no alert before the line is complete"
         with path.open("a", encoding="utf-8") as handle:
             handle.write(lines[11][30:] + "\n" + "".join(f"{text}\n" for text in lines[12:]))
         out, err = process.communicate(timeout=30)
+        out = after + out
     finally:
         if process.poll() is None:
             process.kill()
