@@ -25,7 +25,7 @@ import yaml
 from retrieval_pipeline import engine
 from retrieval_pipeline.config import CONFIG_ENV, ConfigError, PipelineConfig
 from retrieval_pipeline.defs import ASSETS, build_defs, checks, defs
-from retrieval_pipeline.defs.assets import BLOCKING_CHECK_KEYS, deploy_gate
+from retrieval_pipeline.defs.assets import BLOCKING_CHECK_KEYS, _write_atomically, deploy_gate
 from retrieval_pipeline.defs.resources import (
     DB_ENV,
     PipelineSettingsResource,
@@ -449,3 +449,20 @@ def test_an_empty_day_is_no_data_and_blocks_the_gate(store: Path, tmp_path: Path
     assert not quarantine.passed
     assert quarantine.description == "no data for 2026-11-20: 0 records read"
     assert not result.asset_materializations_for_node("deploy_gate")
+
+
+def test_report_files_written_together_are_replaced_together_or_not_at_all(tmp_path: Path) -> None:
+    """A day's Markdown and JSON reports are both written before either is renamed into place:
+    a failure writing the second leaves both old files (and no partial one)."""
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    md.write_text("old md")
+    js.write_text("old json")
+    (tmp_path / ".r.json.partial").mkdir()  # the JSON cannot be written
+    with pytest.raises(IsADirectoryError):
+        _write_atomically({md: "new md", js: "new json"})
+    assert (md.read_text(), js.read_text()) == ("old md", "old json")
+    assert not (tmp_path / ".r.md.partial").exists()
+    (tmp_path / ".r.json.partial").rmdir()
+    _write_atomically({md: "new md", js: "new json"})
+    assert (md.read_text(), js.read_text()) == ("new md", "new json")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["r.json", "r.md"]

@@ -62,12 +62,23 @@ def _md_table(header: list[str], rows: list[list[object]]) -> dg.MetadataValue:
     return dg.MetadataValue.md("\n".join(lines))
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write beside `path` then rename over it: a reader (a deploy system, a person) sees the old
-    file or the new one, never half of one, even when the run is killed mid-write."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+def _write_atomically(texts: dict[Path, str]) -> None:
+    """Write each text beside its path, then rename them over their paths: a reader (a deploy
+    system, a person) sees the old file or the new one, never half of one, even when the run is
+    killed mid-write. Files written together are renamed back to back, after all are written, so
+    that a killed run leaves an old and a new one side by side only if it dies between two
+    renames."""
+    partials = {path: path.with_name(f".{path.name}.partial") for path in texts}
+    try:
+        for path, text in texts.items():
+            partials[path].write_text(text, encoding="utf-8")
+    except OSError:
+        for partial in partials.values():  # none is replaced, and none is left behind
+            if partial.is_file():
+                partial.unlink()
+        raise
+    for path, partial in partials.items():
+        os.replace(partial, path)
 
 
 def _range_metadata(start: date, end: date) -> dict[str, str]:
@@ -280,8 +291,12 @@ def regression_report(
     written: list[str] = []
     for day_report in reports:
         stem = folder / f"regression_report_{day_report.partition.isoformat()}"
-        _write_atomically(Path(f"{stem}.md"), day_report.to_markdown())
-        _write_atomically(Path(f"{stem}.json"), day_report.to_json())
+        _write_atomically(
+            {
+                Path(f"{stem}.md"): day_report.to_markdown(),
+                Path(f"{stem}.json"): day_report.to_json(),
+            }
+        )
         written += [f"{stem}.md", f"{stem}.json", f"{stem}.html"]
     last = reports[-1]
     metadata: dict[str, dg.RawMetadataValue] = {
@@ -392,7 +407,7 @@ def deploy_gate(
             approved_at=approved_at,
         )
         path = folder / f"deploy_approval_{day.isoformat()}.json"
-        _write_atomically(path, json.dumps(record, indent=2) + "\n")
+        _write_atomically({path: json.dumps(record, indent=2) + "\n"})
         written.append(str(path))
     return dg.MaterializeResult(
         metadata={
