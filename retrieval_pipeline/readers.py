@@ -1,7 +1,7 @@
 """Reading trace files into raw records: one row per JSON line or Parquet row, nothing dropped.
 
 Only I/O-level problems are handled here (gzip, UTF-8, a BOM, blank lines, a file that is not JSON
-lines or Parquet); what a record means is validated in DuckDB (`engine.stage_records`).
+lines or Parquet); what a record means is validated in DuckDB (`engine._stage_records`).
 A damaged line becomes a raw record with a `read_error`, so it is quarantined with its file and
 line like any other bad record; a file that cannot be read at all raises `TraceFileError`.
 """

@@ -70,6 +70,29 @@ coalesce(
     0
 );
 
+-- Why a trace_id or query_id is refused, in the words of a quarantine reason: `id_json` is the
+-- JSON value, `id_type` its json_type, `id_text` its text.
+create or replace temp macro scalar_id_refusal(field_name, id_json, id_type, id_text) as
+field_name || ' must be a non-empty string or an integer (got '
+|| case
+    when id_text = '' then 'an empty string'
+    when regexp_full_match(id_json::varchar, '-?[0-9]+') then 'an integer outside the 64-bit range'
+    else json_type_in_words(id_type)
+end || ')';
+
+-- Why item `bad_at` (1-based, from first_bad_id_at) of a JSON id list is refused, in the words of
+-- a quarantine reason; `item_type` is that item's json_type.
+create or replace temp macro id_item_refusal(field_name, list_json, bad_at, item_type) as
+field_name || '[' || (bad_at - 1)::varchar || '] is '
+|| case
+    when item_type = 'VARCHAR' then 'an empty string'
+    when regexp_full_match(
+        json_extract(list_json, '$[' || (bad_at - 1)::varchar || ']')::varchar, '-?[0-9]+'
+    ) then 'an integer outside the 64-bit range'
+    else json_type_in_words(item_type)
+end
+|| '; ids must be non-empty strings or integers';
+
 -- A timestamp's text as an instant, null when it is not an ISO 8601 date, optionally with a time
 -- and an offset (no offset: UTC). The shape is checked first: a cast alone would also take
 -- `epoch`, zone names, 24:00.

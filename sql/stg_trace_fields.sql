@@ -159,13 +159,9 @@ verdicts as (
             when trace_id_type not in ('VARCHAR', 'BIGINT', 'UBIGINT') or trace_id_text = ''
                 then struct_pack(
                     field := 'trace_id',
-                    reason := 'trace_id must be a non-empty string or an integer (got '
-                    || case
-                        when trace_id_text = '' then 'an empty string'
-                        when regexp_full_match(f.trace_id::varchar, '-?[0-9]+')
-                            then 'an integer outside the 64-bit range'
-                        else json_type_in_words(trace_id_type)
-                    end || ')'
+                    reason := scalar_id_refusal(
+                        'trace_id', f.trace_id, trace_id_type, trace_id_text
+                    )
                 )
             when query_id_type is null or query_id_type = 'NULL' then struct_pack(
                 field := 'query_id', reason := 'missing required field query_id'
@@ -173,13 +169,9 @@ verdicts as (
             when query_id_type not in ('VARCHAR', 'BIGINT', 'UBIGINT') or query_id_text = ''
                 then struct_pack(
                     field := 'query_id',
-                    reason := 'query_id must be a non-empty string or an integer (got '
-                    || case
-                        when query_id_text = '' then 'an empty string'
-                        when regexp_full_match(f.query_id::varchar, '-?[0-9]+')
-                            then 'an integer outside the 64-bit range'
-                        else json_type_in_words(query_id_type)
-                    end || ')'
+                    reason := scalar_id_refusal(
+                        'query_id', f.query_id, query_id_type, query_id_text
+                    )
                 )
             when timestamp_type is null or timestamp_type = 'NULL' then struct_pack(
                 field := 'timestamp', reason := 'missing required field timestamp'
@@ -208,17 +200,9 @@ verdicts as (
             )
             when bad_retrieved_at > 0 then struct_pack(
                 field := 'retrieved_ids',
-                reason := 'retrieved_ids[' || (bad_retrieved_at - 1)::varchar || '] is '
-                || case
-                    when retrieved_bad_item_type = 'VARCHAR' then 'an empty string'
-                    when regexp_full_match(
-                        json_extract(retrieved_json, '$[' || (bad_retrieved_at - 1)::varchar || ']')
-                        ::varchar,
-                        '-?[0-9]+'
-                    ) then 'an integer outside the 64-bit range'
-                    else json_type_in_words(retrieved_bad_item_type)
-                end
-                || '; ids must be non-empty strings or integers'
+                reason := id_item_refusal(
+                    'retrieved_ids', retrieved_json, bad_retrieved_at, retrieved_bad_item_type
+                )
             )
             when relevant_type not in ('NULL', 'ARRAY') then struct_pack(
                 field := 'relevant_ids',
@@ -227,17 +211,9 @@ verdicts as (
             )
             when bad_relevant_at > 0 then struct_pack(
                 field := 'relevant_ids',
-                reason := 'relevant_ids[' || (bad_relevant_at - 1)::varchar || '] is '
-                || case
-                    when relevant_bad_item_type = 'VARCHAR' then 'an empty string'
-                    when regexp_full_match(
-                        json_extract(relevant_json, '$[' || (bad_relevant_at - 1)::varchar || ']')
-                        ::varchar,
-                        '-?[0-9]+'
-                    ) then 'an integer outside the 64-bit range'
-                    else json_type_in_words(relevant_bad_item_type)
-                end
-                || '; ids must be non-empty strings or integers'
+                reason := id_item_refusal(
+                    'relevant_ids', relevant_json, bad_relevant_at, relevant_bad_item_type
+                )
             )
             when scores_type not in ('NULL', 'OBJECT') then struct_pack(
                 field := 'relevance_scores',
