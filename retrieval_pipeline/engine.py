@@ -389,10 +389,24 @@ def _windows(data: np.ndarray) -> np.ndarray:
 # commonest are screened in one sort keyed by row.
 _SCREENED_LENGTHS = 8
 
+# Rows screened at once: their keys and temporaries (a few MB at 100 ids a list) stay in the CPU's
+# cache and in memory the allocator reuses. A whole 64 MiB piece at once took twice as long, much
+# of it the kernel handing out fresh pages for each temporary (bench/README.md).
+_SCREENED_ROWS = 8_192
+
 
 def _lists_that_may_repeat(ids: pa.ListArray) -> np.ndarray:
     """Rows whose list may hold an id twice: two of its items with the same key (`_item_keys`).
-    Every real repeat is among them; a false alarm only costs an exact look.
+    Every real repeat is among them; a false alarm only costs an exact look."""
+    found = [
+        start + _screen(ids.slice(start, _SCREENED_ROWS))
+        for start in range(0, len(ids), _SCREENED_ROWS)
+    ]
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
+def _screen(ids: pa.ListArray) -> np.ndarray:
+    """`_lists_that_may_repeat` of a few thousand rows.
 
     Lists that share a length are sorted as the rows of one 2D array (production lists mostly
     share the top-k's length), which costs far less than one sort of every item keyed by row."""
@@ -449,14 +463,14 @@ def keep_first_occurrences(staged: pa.Table) -> pa.Table:
             seen.add(doc_id)
         dropped[row] = end - start - int(keep[start:end].sum())
     if dropped.any():
-        kept_before = np.concatenate(([0], np.cumsum(keep)))
+        dropped_before = np.concatenate(([0], np.cumsum(dropped, dtype=np.int64)))
         ids = pa.ListArray.from_arrays(
-            pa.array(kept_before[offsets].astype(np.int32)),
+            pa.array((offsets - dropped_before).astype(np.int32)),
             ids.values.filter(pa.array(keep)),
             mask=ids.is_null(),
         )
         labels = _close_up_ranks(
-            staged.column("labels").combine_chunks(), np.flatnonzero(dropped), offsets, kept_before
+            staged.column("labels").combine_chunks(), np.flatnonzero(dropped), offsets, keep
         )
         staged = staged.set_column(staged.column_names.index("labels"), "labels", labels)
     staged = staged.set_column(staged.column_names.index("retrieved_ids"), "retrieved_ids", ids)
@@ -466,10 +480,11 @@ def keep_first_occurrences(staged: pa.Table) -> pa.Table:
 
 
 def _close_up_ranks(
-    labels: pa.ListArray, rows: np.ndarray, id_offsets: np.ndarray, kept_before: np.ndarray
+    labels: pa.ListArray, rows: np.ndarray, id_offsets: np.ndarray, keep: np.ndarray
 ) -> pa.ListArray:
-    """`labels` with the ranks of `rows` counted among the ids kept: a rank r (the first
-    occurrence, which is always kept) becomes the number of ids kept among the first r."""
+    """`labels` with the ranks of `rows` counted among the ids kept (`keep`, by item): a rank r
+    (the first occurrence, which is always kept) becomes the number of ids kept among the first
+    r of its list."""
     items = labels.values
     fields = list(items.type)
     children = dict(zip([f.name for f in fields], items.flatten(), strict=True))
@@ -478,8 +493,8 @@ def _close_up_ranks(
     for row in rows:
         of_row = ranks[label_offsets[row] : label_offsets[row + 1]]  # a view: set in place
         retrieved = of_row > 0
-        start = id_offsets[row]
-        of_row[retrieved] = kept_before[start + of_row[retrieved]] - kept_before[start]
+        kept_so_far = np.cumsum(keep[id_offsets[row] : id_offsets[row + 1]])
+        of_row[retrieved] = kept_so_far[of_row[retrieved] - 1]
     children["rank"] = pa.array(ranks, children["rank"].type, mask=ranks == 0)
     ranked = pa.StructArray.from_arrays([children[f.name] for f in fields], fields=fields)
     return pa.ListArray.from_arrays(labels.offsets, ranked, mask=labels.is_null())
@@ -493,6 +508,7 @@ def ingest_traces(
     conn: duckdb.DuckDBPyConnection,
     source: TraceSource,
     partition_date: date | None = None,
+    keep_retrieved_ids: bool = True,
 ) -> IngestCounts:
     """Validate records into `traces`, the rest into `quarantine`: a day is replaced whole or not
     at all.
@@ -505,6 +521,11 @@ def ingest_traces(
     date is replaced; the store's day is authoritative, so a valid record whose timestamp falls on
     another UTC day is kept there and counted (`outside_day`). Without, each record goes under the
     UTC date of its own timestamp and every date present is replaced.
+
+    Without `keep_retrieved_ids` each trace is stored with an empty `retrieved_ids` (its
+    `n_retrieved`, labels and their ranks as usual): scoring never reads the lists, and storing
+    them is most of the insert's cost. For a private database that nothing else reads
+    (`evaluate`'s).
     """
     n_files, pieces = _raw_record_pieces(conn, source)
     read = valid = duplicates = outside = 0
@@ -514,6 +535,8 @@ def ingest_traces(
         with _piece_writer(conn, partition_date, dates) as write_piece:
             for number, piece in enumerate(_read_ahead(pieces)):
                 staged = _stage_records(conn, piece, partition_date)
+                if not keep_retrieved_ids:
+                    staged = _without_retrieved_ids(staged)
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
                         rows = conn.execute(
@@ -540,6 +563,17 @@ def ingest_traces(
         duplicate_ids_dropped=duplicates,
         outside_day=outside,
     )
+
+
+def _without_retrieved_ids(staged: pa.Table) -> pa.Table:
+    """`staged` with every list of retrieved ids empty (a null one stays null)."""
+    ids = staged.column("retrieved_ids").combine_chunks()
+    empty = pa.ListArray.from_arrays(
+        pa.array(np.zeros(len(ids) + 1, dtype=np.int32)),
+        pa.array([], ids.type.value_type),
+        mask=ids.is_null(),
+    )
+    return staged.set_column(staged.column_names.index("retrieved_ids"), "retrieved_ids", empty)
 
 
 @contextmanager
@@ -707,17 +741,25 @@ def _stage_records(
     Its typed fields come from the plain lane (sql/stg_plain_trace_fields.sql) when every record
     is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
     and names what is wrong with it: both give the same rows for a plain piece."""
-    raw = _in_scan_batches(piece.records)
-    with registered(conn, "raw_records", raw):
-        plain = _plain_fields(conn, piece)
-        staged = None
-        if plain is not None:
-            with registered(conn, "plain_records", plain):
-                staged = _trace_records(conn, "stg_plain_trace_fields", partition_date)
+    with registered(conn, "raw_records", _in_scan_batches(piece.records)):
+        staged = _plain_lane(conn, piece, partition_date)
         if staged is None:
             staged = _trace_records(conn, "stg_trace_fields", partition_date)
         assert staged is not None
     return keep_first_occurrences(staged)
+
+
+def _plain_lane(
+    conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece, partition_date: date | None
+) -> pa.Table | None:
+    """The plain lane's rows of the piece (registered as `raw_records`); None when a record is
+    not plain. Its typed fields are freed on return, before the repeats are dropped: they are as
+    large as the rows (bench/README.md)."""
+    plain = _plain_fields(conn, piece)
+    if plain is None:
+        return None
+    with registered(conn, "plain_records", plain):
+        return _trace_records(conn, "stg_plain_trace_fields", partition_date)
 
 
 # The fields of a plain record as pyarrow's JSON reader types them. It refuses a value of another

@@ -77,7 +77,8 @@ def _evaluate_in(
     gain: Gain,
     relevance_level: float,
 ) -> EvaluationRun:
-    ingest = engine.ingest_traces(conn, traces)
+    # the lists of retrieved ids are not kept: nothing here reads them after ingestion
+    ingest = engine.ingest_traces(conn, traces, keep_retrieved_ids=False)
     engine.load_corpus(conn, Path(corpus) if corpus is not None else None)
     start, end = engine.ALL_DATES  # the private database holds just this evaluation
     labels = engine.build_labels(conn, start, end, use_corpus=corpus is not None)

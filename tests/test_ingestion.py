@@ -503,15 +503,17 @@ def staged_rows(lists: list[list[str] | None], labelled: list[str]) -> pa.Table:
 @given(
     st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_IDS), max_size=12)), max_size=12),
     st.lists(st.sampled_from(_IDS), max_size=4, unique=True),
+    st.integers(1, 13),
 )
 def test_keep_first_occurrences_drops_later_repeats_only(
-    lists: list[list[str] | None], labelled: list[str]
+    lists: list[list[str] | None], labelled: list[str], screened_rows: int
 ) -> None:
     staged = staged_rows(lists, labelled)
     half = len(lists) // 2  # in two chunks, the second sliced, as DuckDB may hand them over
-    out = engine.keep_first_occurrences(
-        pa.concat_tables([staged.slice(0, half), staged.slice(half)])
-    )
+    with mock.patch.object(engine, "_SCREENED_ROWS", screened_rows):
+        out = engine.keep_first_occurrences(
+            pa.concat_tables([staged.slice(0, half), staged.slice(half)])
+        )
     expected = [None if ids is None else list(dict.fromkeys(ids)) for ids in lists]
     assert out.column("retrieved_ids").to_pylist() == expected
     dropped = [0 if ids is None else len(ids) - len(set(ids)) for ids in lists]
@@ -528,10 +530,15 @@ def test_keep_first_occurrences_drops_later_repeats_only(
     assert out.column("x").to_pylist() == list(range(len(lists)))
 
 
-def test_keep_first_occurrences_screens_lists_of_many_lengths() -> None:
+@pytest.mark.parametrize("screened_rows", [engine._SCREENED_ROWS, 7])
+def test_keep_first_occurrences_screens_lists_of_many_lengths(
+    screened_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # More distinct lengths than are screened as 2D blocks, so some rows go through the sort
     # keyed by row. Each length has a list without repeats and three that end in a repeat of
-    # their first, a middle and their last-but-one item.
+    # their first, a middle and their last-but-one item. Screened 7 rows at a time, the blocks
+    # start in the middle of a length's rows.
+    monkeypatch.setattr(engine, "_SCREENED_ROWS", screened_rows)
     lists: list[list[str] | None] = [None, []]
     for length in range(2, 40):
         unique = [f"doc-{length:02d}-{i:04d}" for i in range(length)]
@@ -726,6 +733,42 @@ def test_a_scratch_database_keeps_no_log_and_is_not_written_out_when_closed(
     size = database.stat().st_size
     engine.close_scratch(conn)
     assert database.stat().st_size == size  # no checkpoint wrote the traces out on closing
+
+
+def test_without_the_retrieved_ids_every_other_column_is_stored_the_same(tmp_path: Path) -> None:
+    lines = [
+        json.dumps(good("t0")),
+        # a repeated id (dropped), labels retrieved after it, one not retrieved
+        json.dumps(
+            good(
+                "t1",
+                retrieved_ids=["a", "b", "a", "c", "d"],
+                relevance_scores={"c": 2, "d": 0, "z": 3},
+            )
+        ),
+        json.dumps(good("t2", retrieved_ids=["x"], relevant_ids=[])),
+        json.dumps(good("t0")),  # a repeated trace_id: quarantined either way
+    ]
+    path = write_lines(tmp_path / "t.jsonl", lines)
+    stored = {}
+    for keep in (True, False):
+        conn = engine.connect(tmp_path / f"w{keep}.duckdb")
+        counts = engine.ingest_traces(conn, [path], keep_retrieved_ids=keep)
+        assert (counts.valid, counts.quarantined, counts.duplicate_ids_dropped) == (3, 1, 1)
+        stored[keep] = conn.execute("select * from traces order by trace_id").df()
+        conn.close()
+    assert stored[False]["retrieved_ids"].map(list).tolist() == [[], [], []]
+    assert stored[True]["retrieved_ids"].map(list).tolist() == [
+        ["a", "b"],
+        ["a", "b", "c", "d"],
+        ["x"],
+    ]
+    assert stored[False]["n_retrieved"].tolist() == [2, 4, 1]
+    t1_ranks = {label["doc_id"]: label["rank"] for label in stored[False]["labels"][1]}
+    # c is 4th as given, 3rd once the repeated "a" is dropped; b comes from relevant_ids
+    assert t1_ranks == {"c": 3, "d": 4, "z": None, "b": 2}
+    others = [c for c in stored[True].columns if c != "retrieved_ids"]
+    pd.testing.assert_frame_equal(stored[False][others], stored[True][others])
 
 
 def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) -> None:
