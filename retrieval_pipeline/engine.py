@@ -72,6 +72,20 @@ class MetricCounts(_Counts):
     no_relevant: int
 
 
+class UnreadableDatabaseError(Exception):
+    """The database file exists but DuckDB cannot read it (a failed checksum, a file that is not
+    DuckDB's): retrying cannot help, unlike a lock another process holds."""
+
+
+# What DuckDB says, opening a file, when the file itself is damaged or is not a DuckDB database.
+_UNREADABLE_FILE_ERRORS = (
+    "Corrupt database file",
+    "is not a valid DuckDB database file",
+    "No more data remaining in MetadataReader",
+    "Failed to load metadata pointer",
+)
+
+
 # DuckDB's memory_limit for the warehouse and for `evaluate` (e.g. "4GB"). DuckDB's own default,
 # 80% of RAM, lets its cache of the blocks a run has read or written grow with every day of a
 # backfill; beyond the limit it spills to disk. With 512MB a 1M-trace partition peaks at 1.7 GiB
@@ -108,14 +122,25 @@ def connect(
     conn = duckdb.connect(":memory:", config=config or {})
     try:
         params = {"database": str(database), "rows": ROW_GROUP_ROWS}
-        if scratch:
-            conn.execute(
-                "attach $database as warehouse (row_group_size $rows, recovery_mode no_wal_writes)",
-                params,
-            )
-            conn.execute("set checkpoint_on_detach = 'DISABLED'")
-        else:
-            conn.execute("attach $database as warehouse (row_group_size $rows)", params)
+        try:
+            if scratch:
+                conn.execute(
+                    "attach $database as warehouse"
+                    " (row_group_size $rows, recovery_mode no_wal_writes)",
+                    params,
+                )
+                conn.execute("set checkpoint_on_detach = 'DISABLED'")
+            else:
+                conn.execute("attach $database as warehouse (row_group_size $rows)", params)
+        except duckdb.Error as exc:
+            if not any(words in str(exc) for words in _UNREADABLE_FILE_ERRORS):
+                raise
+            raise UnreadableDatabaseError(
+                f"{database}: DuckDB cannot read this database file ({exc}). The nightly job's"
+                " tables are derived from the trace store: move the file aside (keep it to report"
+                " the problem) and rebuild the days you need with a backfill (README,"
+                ' "Rebuilding the warehouse")'
+            ) from exc
         conn.execute("use warehouse")
         prepare(conn, compact_strings)
     except BaseException:

@@ -438,6 +438,27 @@ def test_a_missing_day_fails_in_words(store: Path, tmp_path: Path) -> None:
     assert f"no traces for 2026-11-01 under {store / 'traces' / 'date=2026-11-01'}" in message
 
 
+def test_an_unreadable_warehouse_fails_at_once_in_words(store: Path, tmp_path: Path) -> None:
+    setup = fresh(store, tmp_path)
+    engine.connect(setup.database).close()
+    with setup.database.open("r+b") as damaged:  # the first block, as in the one case seen
+        damaged.seek(12288 + 64)
+        damaged.write(b"\xff" * 64)
+    result = setup.run([ASSETS[0]], day=END)
+    (message,) = failure_messages(result)
+    assert (
+        f"{setup.database}: DuckDB cannot read this database file (Corrupt database file:"
+        in message
+    )
+    assert "rebuild the days you need with a backfill" in message
+    # a file that is not a DuckDB database at all says so too, without waiting out the retries
+    setup.database.write_text("not a database\n" * 1000)
+    result = setup.run([ASSETS[0]], day=END)
+    (message,) = failure_messages(result)
+    assert "it is not a valid DuckDB database file" in message
+    assert f"{setup.database}: DuckDB cannot read this database file" in message
+
+
 def test_an_empty_day_is_no_data_and_blocks_the_gate(store: Path, tmp_path: Path) -> None:
     empty = date(2026, 11, 20)
     (store / "traces" / f"date={empty}").mkdir()

@@ -55,9 +55,12 @@ class WarehouseResource(DuckDBResource):
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self._ensure_folder()
-        conn = _retrying_lock(
-            lambda: engine.connect(self.database, self.connection_config, self.compact_strings)
-        )
+        try:
+            conn = _retrying_lock(
+                lambda: engine.connect(self.database, self.connection_config, self.compact_strings)
+            )
+        except engine.UnreadableDatabaseError as exc:
+            raise dg.Failure(description=str(exc)) from exc
         try:
             yield conn
         finally:
