@@ -1,6 +1,6 @@
 """Faults: a run killed with SIGKILL during each asset in turn, the concurrency slot it leaves,
-three runs at once on one DuckDB file, re-materializing, and days that are missing, empty or
-unreadable.
+three runs at once on one DuckDB file, re-materializing, DuckDB's checkpoint stopped at each of
+its abort points during each step, and days that are missing, empty or unreadable.
 
 Runs that are killed or run at once are the Dagster CLI (`dagster asset materialize`) in their
 own processes, with a DAGSTER_HOME in tmp holding the committed dagster.yaml (the `duckdb` pool
@@ -12,6 +12,7 @@ report's HTML page (see `ForkServer`); everything the assertions read is written
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -662,6 +663,77 @@ def test_rematerializing_days_and_ranges_through_dagster(small_store: Path, tmp_
     run(tags=range_tags)
     for table, frame in snapshot(world.database, days).items():
         assert same(frame, expected[table]), table
+
+
+# --- DuckDB's checkpoint stopped at each of its own abort points -------------------------------
+
+# Where DuckDB's `debug_checkpoint_abort` stops a checkpoint, as a crash there would: before the
+# WAL is truncated, before the new header is written, and after the free list is written (the
+# window of duckdb/duckdb#25106, where a block the header on disk still uses could be reused).
+CHECKPOINT_ABORTS = ("before_truncate", "before_header", "after_free_list_write")
+
+
+@pytest.fixture(scope="module")
+def old_and_new(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Path, dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+    """Store B; a warehouse holding every step's result on store A; both results' rows."""
+    root = tmp_path_factory.mktemp("aborts")
+    store_a = root / "store_a"
+    write_sample_store(store_a, days=1, seed=3, end_date=DAY)
+    store_b = _second_version(store_a, root / "store_b")
+    old_database, new_database = root / "old.duckdb", root / "new.duckdb"
+    for database, stores in ((old_database, [store_a]), (new_database, [store_a, store_b])):
+        for store in stores:
+            for step in ENGINE_STEPS:
+                conn = engine.connect(database)
+                _engine_pass(conn, store, step, [DAY])
+                conn.close()
+    old, new = snapshot(old_database, [DAY]), snapshot(new_database, [DAY])
+    for table in [*PARTITIONED, "corpus"]:
+        assert len(old[table]) and not same(old[table], new[table]), table
+    return store_b, old_database, old, new
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", CHECKPOINT_ABORTS)
+@pytest.mark.parametrize("step", ENGINE_STEPS)
+def test_a_checkpoint_stopped_at_each_abort_point_leaves_old_or_new_and_a_rerun_matches(
+    old_and_new: tuple[Path, Path, dict[str, pd.DataFrame], dict[str, pd.DataFrame]],
+    tmp_path: Path,
+    step: str,
+    point: str,
+) -> None:
+    store_b, old_database, old, new = old_and_new
+    database = tmp_path / "warehouse.duckdb"
+    shutil.copy(old_database, database)
+    position = ENGINE_STEPS.index(step)
+    for earlier in ENGINE_STEPS[:position]:
+        conn = engine.connect(database)
+        _engine_pass(conn, store_b, earlier, [DAY])
+        conn.close()
+    conn = engine.connect(database)
+    # every commit of the step checkpoints, and the checkpoint stops at `point`
+    conn.execute("set checkpoint_threshold = '1KB'")
+    conn.execute(f"set debug_checkpoint_abort = '{point}'")
+    with pytest.raises(duckdb.Error, match=r"(?i)checkpoint|invalidated"):
+        _engine_pass(conn, store_b, step, [DAY])
+        conn.execute("checkpoint")
+    with contextlib.suppress(duckdb.Error):
+        conn.close()
+
+    state = snapshot(database, [DAY])  # the warehouse opens, as the next run opens it
+    for table in [*PARTITIONED, "corpus"]:
+        assert same(state[table], old[table]) or same(state[table], new[table]), (
+            f"{table} after a checkpoint stopped {point} in {step} is neither old nor new"
+        )
+    for rerun in ENGINE_STEPS[position:]:
+        conn = engine.connect(database)
+        _engine_pass(conn, store_b, rerun, [DAY])
+        conn.close()
+    final = snapshot(database, [DAY])
+    for table in [*PARTITIONED, "corpus"]:
+        assert same(final[table], new[table]), table
 
 
 # --- a missing, an empty, an unreadable day ------------------------------------------------------
