@@ -778,13 +778,35 @@ def _plain_lane(
     conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece, partition_date: date | None
 ) -> pa.Table | None:
     """The plain lane's rows of the piece (registered as `raw_records`); None when a record is
-    not plain. Its typed fields are freed on return, before the repeats are dropped: they are as
-    large as the rows (bench/README.md)."""
+    not plain.
+
+    The lists of retrieved ids are pyarrow's, attached to the statement's rows here: the
+    statement reads them (labels' ranks, checks) but does not hand them back, which saved about
+    a third of its time (DuckDB copying every id into its Arrow result: bench/README.md)."""
     plain = _plain_fields(conn, piece)
     if plain is None:
         return None
     with registered(conn, "plain_records", plain):
-        return _trace_records(conn, "stg_plain_trace_fields", partition_date)
+        staged = _trace_records(
+            conn, "stg_plain_trace_fields", partition_date, without=["retrieved_ids"]
+        )
+    if staged is None:
+        return None
+    return _with_column_of(staged, plain, "retrieved_ids")
+
+
+def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:
+    """`staged` in the order of `fields`, with its column `name`: one row each for the same
+    records, matched by `source_line` (ascending in `fields`, a piece of one file). DuckDB's
+    parallel join does not keep the rows' order; putting them back moves the narrower table,
+    and the column (100 ids a row) is shared, not copied."""
+    lines = fields.column("source_line").to_numpy()
+    staged_lines = staged.column("source_line").to_numpy()
+    rows = np.searchsorted(lines, staged_lines)
+    assert len(rows) == len(lines) and np.array_equal(lines[rows], staged_lines)
+    if not np.array_equal(rows, np.arange(len(rows))):
+        staged = staged.take(pa.array(np.argsort(rows)))
+    return staged.append_column(name, fields.column(name))
 
 
 # The fields of a plain record as pyarrow's JSON reader types them. It refuses a value of another
@@ -836,15 +858,19 @@ def _plain_fields(conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece) -> p
 
 
 def _trace_records(
-    conn: duckdb.DuckDBPyConnection, lane: str, partition_date: date | None
+    conn: duckdb.DuckDBPyConnection,
+    lane: str,
+    partition_date: date | None,
+    without: Sequence[str] = (),
 ) -> pa.Table | None:
-    """sql/stg_trace_records.sql over the fields of `lane`; None when the plain lane finds a
-    record that is not plain."""
+    """sql/stg_trace_records.sql over the fields of `lane`, less the columns `without`; None
+    when the plain lane finds a record that is not plain."""
     conn.execute("create or replace temp view trace_fields as " + load_sql(lane))
     try:
-        return conn.sql(
-            load_sql("stg_trace_records"), params={"partition_date": partition_date}
-        ).to_arrow_table()
+        rows = conn.sql(load_sql("stg_trace_records"), params={"partition_date": partition_date})
+        if without:
+            rows = rows.project(f"* exclude ({', '.join(without)})")
+        return rows.to_arrow_table()
     except duckdb.InvalidInputException as exc:
         if NOT_PLAIN not in str(exc):
             raise

@@ -236,3 +236,25 @@ def test_the_plain_lane_is_typed_as_the_json_lane_and_raises_what_the_engine_exp
         assert engine.PLAIN_FIELDS.field(name).type == pa.string()
     for name in ("retrieved_ids", "relevant_ids"):
         assert engine.PLAIN_FIELDS.field(name).type == pa.list_(pa.string())
+
+
+def test_the_plain_lane_attaches_its_id_lists_to_the_rows_of_the_same_lines() -> None:
+    fields = pa.table(
+        {
+            "source_line": pa.array([3, 5, 9], pa.int64()),
+            "retrieved_ids": pa.array([["a"], ["b", "c"], []], pa.list_(pa.string())),
+        }
+    )
+    in_order = pa.table({"source_line": pa.array([3, 5, 9], pa.int64()), "x": [1, 2, 3]})
+    shuffled = pa.table({"source_line": pa.array([9, 3, 5], pa.int64()), "x": [3, 1, 2]})
+    for rows in (in_order, shuffled):
+        out = engine._with_column_of(rows, fields, "retrieved_ids")
+        assert out.to_pydict() == {
+            "source_line": [3, 5, 9],
+            "x": [1, 2, 3],
+            "retrieved_ids": [["a"], ["b", "c"], []],
+        }
+    with pytest.raises(AssertionError):  # a line the fields do not have
+        engine._with_column_of(
+            pa.table({"source_line": pa.array([3, 5, 8], pa.int64())}), fields, "retrieved_ids"
+        )
