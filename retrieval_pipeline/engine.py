@@ -556,12 +556,14 @@ def ingest_traces(
     read = valid = duplicates = outside = 0
     dates: set[date] = set() if partition_date is None else {partition_date}
     create_seen_trace_ids(conn)
+    ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
     try:
         with _piece_writer(conn, partition_date, dates) as write_piece:
             for number, piece in enumerate(_read_ahead(pieces)):
                 staged = _stage_records(conn, piece, partition_date)
                 if not keep_retrieved_ids:
                     staged = _without_retrieved_ids(staged)
+                staged = _in_batches_per_thread(staged, int(threads))
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
                         rows = conn.execute(
@@ -756,6 +758,16 @@ SCAN_BATCH_ROWS = 8_192
 
 def _in_scan_batches(table: pa.Table) -> pa.Table:
     return pa.Table.from_batches(table.to_batches(max_chunksize=SCAN_BATCH_ROWS), table.schema)
+
+
+def _in_batches_per_thread(table: pa.Table, threads: int) -> pa.Table:
+    """`table` in one record batch per DuckDB thread, for inserting it: each thread then writes
+    long row groups. Per 55k-trace piece: one batch took 0.47 s, batches of 8,192 rows 0.40-0.49 s,
+    one per thread (2 here) 0.26-0.27 s (bench/README.md)."""
+    rows = max(-(-table.num_rows // max(threads, 1)), 1)
+    return pa.Table.from_batches(
+        table.combine_chunks().to_batches(max_chunksize=rows), table.schema
+    )
 
 
 def _stage_records(

@@ -781,3 +781,11 @@ def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) ->
 
     assert disabled(False).lower() == "dict_fsst"
     assert disabled(True) == ""
+
+
+def test_a_piece_is_inserted_in_one_batch_per_thread_with_its_rows_unchanged() -> None:
+    table = pa.concat_tables([pa.table({"x": range(n, n + 5)}) for n in (0, 5, 10)])
+    for threads, sizes in ((2, [8, 7]), (1, [15]), (4, [4, 4, 4, 3]), (32, [1] * 15)):
+        batched = engine._in_batches_per_thread(table, threads)
+        assert [batch.num_rows for batch in batched.to_batches()] == sizes
+        assert batched.column("x").to_pylist() == list(range(15))
