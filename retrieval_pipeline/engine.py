@@ -762,8 +762,8 @@ def _in_scan_batches(table: pa.Table) -> pa.Table:
 
 def _in_batches_per_thread(table: pa.Table, threads: int) -> pa.Table:
     """`table` in one record batch per DuckDB thread, for inserting it: each thread then writes
-    long row groups. Per 55k-trace piece: one batch took 0.47 s, batches of 8,192 rows 0.40-0.49 s,
-    one per thread (2 here) 0.26-0.27 s (bench/README.md)."""
+    long row groups. Per 55k-trace piece: one batch took 0.47-0.49 s, batches of 8,192 rows
+    0.39-0.49 s, one per thread (2 here) 0.26-0.28 s (bench/README.md)."""
     rows = max(-(-table.num_rows // max(threads, 1)), 1)
     return pa.Table.from_batches(
         table.combine_chunks().to_batches(max_chunksize=rows), table.schema
@@ -814,10 +814,13 @@ def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:
     and the column (100 ids a row) is shared, not copied."""
     lines = fields.column("source_line").to_numpy()
     staged_lines = staged.column("source_line").to_numpy()
-    rows = np.searchsorted(lines, staged_lines)
-    assert len(rows) == len(lines) and np.array_equal(lines[rows], staged_lines)
-    if not np.array_equal(rows, np.arange(len(rows))):
-        staged = staged.take(pa.array(np.argsort(rows)))
+    rows = np.searchsorted(lines, staged_lines).clip(0, max(len(lines) - 1, 0))
+    order = np.argsort(rows)
+    # each line of `fields` once: the rows are a permutation of them
+    assert np.array_equal(lines[rows], staged_lines)
+    assert np.array_equal(rows[order], np.arange(len(lines)))
+    if not np.array_equal(order, np.arange(len(order))):
+        staged = staged.take(pa.array(order))
     return staged.append_column(name, fields.column(name))
 
 

@@ -254,7 +254,9 @@ def test_the_plain_lane_attaches_its_id_lists_to_the_rows_of_the_same_lines() ->
             "x": [1, 2, 3],
             "retrieved_ids": [["a"], ["b", "c"], []],
         }
-    with pytest.raises(AssertionError):  # a line the fields do not have
-        engine._with_column_of(
-            pa.table({"source_line": pa.array([3, 5, 8], pa.int64())}), fields, "retrieved_ids"
-        )
+    # a line the fields do not have, a line twice, a line missing
+    for lines in ([3, 5, 8], [3, 3, 9], [3, 5]):
+        with pytest.raises(AssertionError):
+            engine._with_column_of(
+                pa.table({"source_line": pa.array(lines, pa.int64())}), fields, "retrieved_ids"
+            )
