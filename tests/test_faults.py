@@ -673,6 +673,16 @@ def test_rematerializing_days_and_ranges_through_dagster(small_store: Path, tmp_
 CHECKPOINT_ABORTS = ("before_truncate", "before_header", "after_free_list_write")
 
 
+def _steps_on_their_own(database: Path, store: Path, steps: list[str]) -> None:
+    """Each step's work for DAY in a connection of its own, as each asset opens one."""
+    for step in steps:
+        conn = engine.connect(database)
+        try:
+            _engine_pass(conn, store, step, [DAY])
+        finally:
+            conn.close()
+
+
 @pytest.fixture(scope="module")
 def old_and_new(
     tmp_path_factory: pytest.TempPathFactory,
@@ -685,10 +695,7 @@ def old_and_new(
     old_database, new_database = root / "old.duckdb", root / "new.duckdb"
     for database, stores in ((old_database, [store_a]), (new_database, [store_a, store_b])):
         for store in stores:
-            for step in ENGINE_STEPS:
-                conn = engine.connect(database)
-                _engine_pass(conn, store, step, [DAY])
-                conn.close()
+            _steps_on_their_own(database, store, ENGINE_STEPS)
     old, new = snapshot(old_database, [DAY]), snapshot(new_database, [DAY])
     for table in [*PARTITIONED, "corpus"]:
         assert len(old[table]) and not same(old[table], new[table]), table
@@ -708,10 +715,7 @@ def test_a_checkpoint_stopped_at_each_abort_point_leaves_old_or_new_and_a_rerun_
     database = tmp_path / "warehouse.duckdb"
     shutil.copy(old_database, database)
     position = ENGINE_STEPS.index(step)
-    for earlier in ENGINE_STEPS[:position]:
-        conn = engine.connect(database)
-        _engine_pass(conn, store_b, earlier, [DAY])
-        conn.close()
+    _steps_on_their_own(database, store_b, ENGINE_STEPS[:position])
     conn = engine.connect(database)
     # every commit of the step checkpoints, and the checkpoint stops at `point`
     conn.execute("set checkpoint_threshold = '1KB'")
@@ -727,10 +731,7 @@ def test_a_checkpoint_stopped_at_each_abort_point_leaves_old_or_new_and_a_rerun_
         assert same(state[table], old[table]) or same(state[table], new[table]), (
             f"{table} after a checkpoint stopped {point} in {step} is neither old nor new"
         )
-    for rerun in ENGINE_STEPS[position:]:
-        conn = engine.connect(database)
-        _engine_pass(conn, store_b, rerun, [DAY])
-        conn.close()
+    _steps_on_their_own(database, store_b, ENGINE_STEPS[position:])
     final = snapshot(database, [DAY])
     for table in [*PARTITIONED, "corpus"]:
         assert same(final[table], new[table]), table
