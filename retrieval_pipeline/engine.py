@@ -467,10 +467,12 @@ def _screen(ids: pa.ListArray) -> np.ndarray:
     return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
-def keep_first_occurrences(staged: pa.Table) -> pa.Table:
+def keep_first_occurrences(staged: pa.Table, keep_retrieved_ids: bool = True) -> pa.Table:
     """`staged` (rows of sql/stg_trace_records.sql) with each list's repeated retrieved ids
     dropped after their first occurrence, `n_duplicate_ids` counting them, `n_retrieved` the
     length left, and each label's rank closed up to its document's place in the shorter list.
+    Without `keep_retrieved_ids` every list is left empty instead (a null one stays null), all
+    else the same: the shortened lists are not built (for `ingest_traces`).
 
     Done here, vectorized, because DuckDB's per-list distinct or sort costs as much as the rest
     of the validation (bench/README.md, "Where the time goes"): the few lists that may repeat an
@@ -488,19 +490,27 @@ def keep_first_occurrences(staged: pa.Table) -> pa.Table:
             seen.add(doc_id)
         dropped[row] = end - start - int(keep[start:end].sum())
     if dropped.any():
+        labels = _close_up_ranks(
+            staged.column("labels").combine_chunks(), np.flatnonzero(dropped), offsets, keep
+        )
+        staged = staged.set_column(staged.column_names.index("labels"), "labels", labels)
+    n_retrieved = pc.subtract(pc.list_value_length(ids).cast(pa.int32()), pa.array(dropped))
+    if not keep_retrieved_ids:
+        ids = pa.ListArray.from_arrays(
+            pa.array(np.zeros(len(ids) + 1, dtype=np.int32)),
+            pa.array([], ids.type.value_type),
+            mask=ids.is_null(),
+        )
+    elif dropped.any():
         dropped_before = np.concatenate(([0], np.cumsum(dropped, dtype=np.int64)))
         ids = pa.ListArray.from_arrays(
             pa.array((offsets - dropped_before).astype(np.int32)),
             ids.values.filter(pa.array(keep)),
             mask=ids.is_null(),
         )
-        labels = _close_up_ranks(
-            staged.column("labels").combine_chunks(), np.flatnonzero(dropped), offsets, keep
-        )
-        staged = staged.set_column(staged.column_names.index("labels"), "labels", labels)
     staged = staged.set_column(staged.column_names.index("retrieved_ids"), "retrieved_ids", ids)
     return staged.append_column("n_duplicate_ids", pa.array(dropped)).append_column(
-        "n_retrieved", pc.list_value_length(ids).cast(pa.int32())
+        "n_retrieved", n_retrieved
     )
 
 
@@ -560,9 +570,7 @@ def ingest_traces(
     try:
         with _piece_writer(conn, partition_date, dates) as write_piece:
             for number, piece in enumerate(_read_ahead(pieces)):
-                staged = _stage_records(conn, piece, partition_date)
-                if not keep_retrieved_ids:
-                    staged = _without_retrieved_ids(staged)
+                staged = _stage_records(conn, piece, partition_date, keep_retrieved_ids)
                 staged = _in_batches_per_thread(staged, int(threads))
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
@@ -590,17 +598,6 @@ def ingest_traces(
         duplicate_ids_dropped=duplicates,
         outside_day=outside,
     )
-
-
-def _without_retrieved_ids(staged: pa.Table) -> pa.Table:
-    """`staged` with every list of retrieved ids empty (a null one stays null)."""
-    ids = staged.column("retrieved_ids").combine_chunks()
-    empty = pa.ListArray.from_arrays(
-        pa.array(np.zeros(len(ids) + 1, dtype=np.int32)),
-        pa.array([], ids.type.value_type),
-        mask=ids.is_null(),
-    )
-    return staged.set_column(staged.column_names.index("retrieved_ids"), "retrieved_ids", empty)
 
 
 @contextmanager
@@ -771,9 +768,13 @@ def _in_batches_per_thread(table: pa.Table, threads: int) -> pa.Table:
 
 
 def _stage_records(
-    conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece, partition_date: date | None
+    conn: duckdb.DuckDBPyConnection,
+    piece: readers.RawPiece,
+    partition_date: date | None,
+    keep_retrieved_ids: bool = True,
 ) -> pa.Table:
-    """One piece of raw records validated (sql/stg_trace_records.sql), repeats dropped.
+    """One piece of raw records validated (sql/stg_trace_records.sql), repeats dropped (or every
+    list emptied: `ingest_traces`).
 
     Its typed fields come from the plain lane (sql/stg_plain_trace_fields.sql) when every record
     is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
@@ -783,7 +784,7 @@ def _stage_records(
         if staged is None:
             staged = _trace_records(conn, "stg_trace_fields", partition_date)
         assert staged is not None
-    return keep_first_occurrences(staged)
+    return keep_first_occurrences(staged, keep_retrieved_ids)
 
 
 def _plain_lane(

@@ -149,7 +149,9 @@ def jsonl_pieces(path: Path, piece_bytes: int | None = None) -> Iterator[JsonlPi
             size = sum(map(len, blocks))
         if error is None and inflater is not None and read_any and not inflater.eof:
             error = "the gzip stream is truncated; this record was cut off"
-        yield JsonlPiece(b"".join(blocks), first_line, at_start, error)
+        rest = b"".join(blocks)
+        if rest or error is not None or at_start:  # no empty piece after the last line
+            yield JsonlPiece(rest, first_line, at_start, error)
 
 
 def _inflate(block: bytes, inflater: Any) -> tuple[bytes, Any, str | None]:

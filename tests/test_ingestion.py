@@ -510,10 +510,15 @@ def test_keep_first_occurrences_drops_later_repeats_only(
 ) -> None:
     staged = staged_rows(lists, labelled)
     half = len(lists) // 2  # in two chunks, the second sliced, as DuckDB may hand them over
+    chunked = pa.concat_tables([staged.slice(0, half), staged.slice(half)])
     with mock.patch.object(engine, "_SCREENED_ROWS", screened_rows):
-        out = engine.keep_first_occurrences(
-            pa.concat_tables([staged.slice(0, half), staged.slice(half)])
-        )
+        out = engine.keep_first_occurrences(chunked)
+        emptied = engine.keep_first_occurrences(chunked, keep_retrieved_ids=False)
+    # without the lists kept: each one empty (a null one null), every other column the same
+    assert emptied.column("retrieved_ids").to_pylist() == [
+        None if ids is None else [] for ids in lists
+    ]
+    assert emptied.drop_columns("retrieved_ids").equals(out.drop_columns("retrieved_ids"))
     expected = [None if ids is None else list(dict.fromkeys(ids)) for ids in lists]
     assert out.column("retrieved_ids").to_pylist() == expected
     dropped = [0 if ids is None else len(ids) - len(set(ids)) for ids in lists]
@@ -586,6 +591,7 @@ def test_pieces_are_whole_lines_numbered_from_the_file_start(
         pieces = list(readers.jsonl_pieces(path, piece_bytes=piece_bytes))
     assert b"".join(p.data for p in pieces) == text
     assert all(p.data.endswith(b"\n") for p in pieces[:-1])
+    assert all(p.data for p in pieces[1:])  # only an empty file's one piece is empty
     assert all(p.stream_error is None for p in pieces)
     assert [p.at_file_start for p in pieces] == [True] + [False] * (len(pieces) - 1)
     before = 0
