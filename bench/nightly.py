@@ -93,32 +93,8 @@ def measure(
         oracle = oracle_means(ds)
         day = ds.day.isoformat()
         _, env = prepare(ds, "nightly_materialize")
-        db = env["RETRIEVAL_PIPELINE_DB"]
-        result, proc = run_worker("nightly", "--day", day, "--db", db, env=env)
-        if not result["success"]:
-            raise RuntimeError(
-                f"nightly partition at {size} failed: steps {result['failed_steps']}, "
-                f"checks {result['checks']}"
-            )
-        slowest = sorted(result["step_s"].items(), key=lambda kv: -kv[1])[:3]
-        rows.append(
-            Row(
-                "(c) nightly partition",
-                "dg.materialize, all assets and checks, JSONL.gz",
-                size,
-                result["wall_s"],
-                proc.wall_s,
-                proc.peak_rss_mib,
-                max_abs_diff(result["means"], oracle, f"nightly at {size}"),
-                result["means"],
-                note=f"imports {result['import_s']:.1f} s not in wall; "
-                f"{sum(result['checks'].values())}/{len(result['checks'])} checks passed; "
-                "slowest steps: "
-                + ", ".join(f"{k} {v:.1f} s" for k, v in slowest)
-                + "; highest resident memory in "
-                + _peak_step(result["step_peak_mib"]),
-            )
-        )
+        engine = "dg.materialize, all assets and checks, JSONL.gz"
+        rows.append(materialized("(c) nightly partition", engine, size, day, env, oracle))
         if not cli:
             continue
         _, env = prepare(ds, "nightly_cli")
@@ -144,6 +120,37 @@ def measure(
             )
         )
     return rows
+
+
+def materialized(
+    measurement: str, engine: str, size: int, day: str, env: dict[str, str], oracle: dict
+) -> Row:
+    """Partition `day` through every asset and check with `dg.materialize` in a fresh process
+    (the environment `env` names the store and the warehouse); its row, means checked."""
+    database = env["RETRIEVAL_PIPELINE_DB"]
+    result, proc = run_worker("nightly", "--day", day, "--db", database, env=env)
+    if not result["success"]:
+        raise RuntimeError(
+            f"nightly partition {day} at {size} failed: steps {result['failed_steps']}, "
+            f"checks {result['checks']}"
+        )
+    slowest = sorted(result["step_s"].items(), key=lambda kv: -kv[1])[:3]
+    return Row(
+        measurement,
+        engine,
+        size,
+        result["wall_s"],
+        proc.wall_s,
+        proc.peak_rss_mib,
+        max_abs_diff(result["means"], oracle, f"{measurement} at {size}"),
+        result["means"],
+        note=f"imports {result['import_s']:.1f} s not in wall; "
+        f"{sum(result['checks'].values())}/{len(result['checks'])} checks passed; "
+        "slowest steps: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in slowest)
+        + "; highest resident memory in "
+        + _peak_step(result["step_peak_mib"]),
+    )
 
 
 def _peak_step(step_peak_mib: dict[str, float]) -> str:

@@ -1,28 +1,36 @@
 -- Who served what in a comparison window, as `comparison.SegmentCoverage` counts it: per segment
 -- and over every segment (segment = $overall_segment), each arm's traces and annotated traces
--- (a value for any of the metrics $metrics), and its queries: served, paired (a value in both
--- arms), served by both but not paired, served by one arm only. The overall row counts a query
--- once across segments. Control $control, candidate $candidate; partitions $start_date..
--- $end_date (inclusive).
+-- (with values), and its queries: served, paired (a value in both arms), served by both but not
+-- paired, served by one arm only. The overall row counts a query once across segments. Control
+-- $control, candidate $candidate; partitions $start_date..$end_date (inclusive), day
+-- $coverage_days[i] read through its rows of $coverage_metrics[i] (one of the compared metrics).
 
 with
 
--- one row per trace: its rows share segment, variant and query, so any one of them names them
--- (cheaper than grouping on all three)
+-- one row per trace: a day's rows are written by one statement that crosses every trace with the
+-- same metrics (engine.compute_query_metrics), so its rows of one metric are its traces, one each
+-- (grouping every metric's rows by trace took three times as long); a trace's value is null for
+-- every metric (unannotated) or for none
+coverage_metric as (
+    select
+        unnest($coverage_days::date[]) as partition_date,
+        unnest($coverage_metrics::varchar[]) as metric
+),
+
 trace_rows as (
     select
-        partition_date,
-        trace_id,
-        any_value(segment) as segment,
-        any_value(variant) as variant,
-        any_value(query_id) as query_id,
-        bool_or(value is not null) as is_annotated
+        query_metrics.segment,
+        query_metrics.variant,
+        query_metrics.query_id,
+        query_metrics.value is not null as is_annotated
     from query_metrics
+    inner join coverage_metric
+        on
+            query_metrics.partition_date = coverage_metric.partition_date
+            and query_metrics.metric = coverage_metric.metric
     where
-        partition_date between $start_date and $end_date
-        and variant in ($control, $candidate)
-        and list_contains($metrics, metric)
-    group by partition_date, trace_id
+        query_metrics.partition_date between $start_date and $end_date
+        and query_metrics.variant in ($control, $candidate)
 ),
 
 trace_counts as (

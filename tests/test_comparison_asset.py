@@ -8,6 +8,7 @@ The expected numbers are computed another way: `compare_variants` on the per-tra
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from retrieval_pipeline import engine
 from retrieval_pipeline.comparison import ComparisonSettings, compare_variants
 from retrieval_pipeline.config import (
     DEFAULT_THRESHOLDS,
@@ -41,6 +43,7 @@ from retrieval_pipeline.defs.resources import (
     WarehouseResource,
 )
 from retrieval_pipeline.evaluation import run_evaluation
+from retrieval_pipeline.metrics import parse_metrics
 from retrieval_pipeline.nightly import OVERALL_SEGMENT
 from retrieval_pipeline.sample import MANIFEST_NAME, write_sample_store
 from retrieval_pipeline.store import LocalTraceStore
@@ -314,6 +317,38 @@ def test_the_warehouse_aggregates_equal_the_rows_aggregated_in_pandas(
                 assert a[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (a["segment"], key)
             else:
                 assert a[key] == value, (a["segment"], a["metric"], key)
+
+
+def test_coverage_counts_each_day_through_its_own_metrics(
+    graph: tuple[Setup, Any], tmp_path: Path
+) -> None:
+    """A window whose first day was scored with two metrics only: `read_window` counts that day's
+    traces through one of those two (and the other days' through one of theirs), as the rows
+    aggregated in pandas count them."""
+    setup, _ = graph
+    database = tmp_path / "warehouse.duckdb"
+    shutil.copy(setup.database, database)
+    conn = engine.connect(database)
+    try:
+        engine.compute_query_metrics(conn, parse_metrics("recall@20,mrr"), DAYS[0], DAYS[0])
+        config = PipelineConfig(comparison=ComparisonConfig(lookback_days=3, n_resamples=99))
+        window = read_window(conn, END, config)
+        rows = conn.execute(
+            "select * from query_metrics where partition_date between $start and $end",
+            {"start": DAYS[0], "end": END},
+        ).df()
+    finally:
+        conn.close()
+    assert set(rows[rows["partition_date"] == pd.Timestamp(DAYS[0])]["metric"]) == {
+        "recall@20",
+        "mrr",
+    }
+    from_sql = compare_window(window, END, config).to_dict()["comparison"]
+    from_rows = compare_window(window_from_rows(rows, config), END, config).to_dict()["comparison"]
+    assert from_sql["coverage"] == from_rows["coverage"]
+    overall = from_sql["coverage"][-1]
+    traces = rows.drop_duplicates(["partition_date", "trace_id"])
+    assert overall["control_traces"] + overall["candidate_traces"] == len(traces)
 
 
 def test_a_candidate_absent_from_the_window_is_no_comparison(graph: tuple[Setup, Any]) -> None:

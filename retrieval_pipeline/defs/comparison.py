@@ -226,9 +226,17 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
             load_sql("rpt_comparison_levels"), params
         ).fetchall()
     }
+    # a day's traces are its rows of any one of its metrics (sql/rpt_comparison_coverage.sql)
+    coverage_metric: dict[date, str] = {}
+    for partition, metric in sorted({(p, str(m)) for p, _, _, m in contents if m in metrics}):
+        coverage_metric.setdefault(partition, metric)
+    coverage_params = arm_params | {
+        "coverage_days": list(coverage_metric),
+        "coverage_metrics": list(coverage_metric.values()),
+    }
     coverage = {
         str(row[0]): SegmentCoverage(str(row[0]), *(int(value) for value in row[1:]))
-        for row in conn.execute(load_sql("rpt_comparison_coverage"), params).fetchall()
+        for row in conn.execute(load_sql("rpt_comparison_coverage"), coverage_params).fetchall()
     }
     data = ComparisonData(
         control=section.control,
