@@ -87,5 +87,5 @@ defs = build_defs()
 
 # Dagster and the libraries loaded with these definitions are about 400k objects that live as long
 # as the process. Frozen, Python's full collections stop rescanning them: in a nightly run of 100k
-# traces they took 0.5 s in six collections (bench/README.md, "Where the time goes").
+# traces they took 0.7 s, 0.3 s frozen (bench/README.md, "Where the time goes").
 gc.freeze()
