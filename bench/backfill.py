@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, emit, max_abs_diff, oracle_means, parse_args, run_process, run_worker
+from bench.common import Row, emit, max_abs_diff, oracle_means, parse_args, run_worker
 from bench.generate import Dataset, dataset
-from bench.nightly import dagster_command, prepare
+from bench.nightly import dagster_materialize, prepare
 from retrieval_pipeline.engine import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
 
 
@@ -56,13 +56,7 @@ def measure(
             env["RETRIEVAL_PIPELINE_STORE"] = str(store)
             if memory_limit:
                 env[MEMORY_LIMIT_ENV] = memory_limit
-            cmd = [
-                dagster_command(), "asset", "materialize", "-m", "retrieval_pipeline.defs",
-                "--select", "*", "--partition-range", f"{names[0]}...{names[-1]}",
-            ]  # fmt: skip
-            proc = run_process(cmd, env=env)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+            proc = dagster_materialize(env, "--partition-range", f"{names[0]}...{names[-1]}")
             means, _ = run_worker(
                 "db_means", "--day", names[-1], "--db", env["RETRIEVAL_PIPELINE_DB"]
             )

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     METRICS,
+    Process,
     Row,
     emit,
     max_abs_diff,
@@ -72,6 +73,19 @@ def dagster_command() -> str:
     return found
 
 
+def dagster_materialize(env: dict[str, str], *partitions: str) -> Process:
+    """`dagster asset materialize` of every asset and check for `partitions` (`--partition DAY`
+    or `--partition-range FIRST...LAST`) as a whole process; RuntimeError when it fails."""
+    cmd = [
+        dagster_command(), "asset", "materialize", "-m", "retrieval_pipeline.defs",
+        "--select", "*", *partitions,
+    ]  # fmt: skip
+    proc = run_process(cmd, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+    return proc
+
+
 def defs_ready() -> bool:
     from bench.common import REPO
 
@@ -98,13 +112,7 @@ def measure(
         if not cli:
             continue
         _, env = prepare(ds, "nightly_cli")
-        cmd = [
-            dagster_command(), "asset", "materialize", "-m", "retrieval_pipeline.defs",
-            "--select", "*", "--partition", day,
-        ]  # fmt: skip
-        proc = run_process(cmd, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+        proc = dagster_materialize(env, "--partition", day)
         means, _ = run_worker("db_means", "--day", day, "--db", env["RETRIEVAL_PIPELINE_DB"])
         rows.append(
             Row(

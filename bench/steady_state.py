@@ -18,9 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.backfill import backfill_store
-from bench.common import Row, emit, oracle_means, parse_args, run_process
+from bench.common import Row, emit, oracle_means, parse_args
 from bench.generate import dataset
-from bench.nightly import dagster_command, materialized, prepare
+from bench.nightly import dagster_materialize, materialized, prepare
 
 
 def measure(sizes: list[int], days_before: int, seed: int = 7) -> list[Row]:
@@ -31,13 +31,7 @@ def measure(sizes: list[int], days_before: int, seed: int = 7) -> list[Row]:
         store, names = backfill_store(ds, days_before + 1)
         _, env = prepare(ds, f"steady_state_{days_before}")
         env["RETRIEVAL_PIPELINE_STORE"] = str(store)
-        cmd = [
-            dagster_command(), "asset", "materialize", "-m", "retrieval_pipeline.defs",
-            "--select", "*", "--partition-range", f"{names[0]}...{names[-2]}",
-        ]  # fmt: skip
-        proc = run_process(cmd, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+        proc = dagster_materialize(env, "--partition-range", f"{names[0]}...{names[-2]}")
         engine = f"dg.materialize after {days_before} days backfilled (untimed), JSONL.gz"
         row = materialized(
             "(c'') nightly partition, window full", engine, size, names[-1], env, oracle
