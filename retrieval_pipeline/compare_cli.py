@@ -2,8 +2,8 @@
 
 Scores TRACES exactly as `evaluate` does (same validation, quarantine and stale-label rules), then
 compares the two variants with `retrieval_pipeline.comparison` and writes the report. Only click
-and the light metric-name module are imported at start-up; the engine, pandas, scipy and
-matplotlib load when the command runs.
+and the light metric-name module are imported at start-up; the engine, pandas and scipy load
+when the command runs.
 """
 
 from __future__ import annotations

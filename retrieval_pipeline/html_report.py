@@ -11,34 +11,28 @@ no DuckDB, no Dagster.
 - `trend_section`, `render_table` and `html_page`: the pieces both reports use (the trend of each
   headline metric per segment over the last N partitions, a table, the page).
 
-Charts are drawn with matplotlib's object API (a `Figure`, no pyplot and no global backend: Agg
-for raster, the SVG backend here), saved as SVG and embedded as base64 `data:` images: the page
-needs no network, an image cannot run a script, and chart text never reaches the HTML parser.
-Every string that comes from trace data (segment, variant, ids, metric names) is escaped with
-`html.escape` in HTML and `report.escape_markdown` in Markdown; in charts it is stripped of
-mathtext `$` and control characters and shortened. A Content-Security-Policy tag forbids scripts
-and every network fetch as a second line of defence.
+Charts are written as SVG (`svg_chart`) and embedded as base64 `data:` images: the page needs no
+network, an image cannot run a script, and chart text never reaches the HTML parser. Every
+string that comes from trace data (segment, variant, ids, metric names) is escaped with
+`html.escape` in HTML and in chart text, and with `report.escape_markdown` in Markdown; in
+charts it is also stripped of control characters and shortened. A Content-Security-Policy tag
+forbids scripts and every network fetch as a second line of defence.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import math
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.artist import Artist
-from matplotlib.dates import date2num
-from matplotlib.figure import Figure
 
 from retrieval_pipeline.comparison import (
     CONFIDENCE_LEVEL,
@@ -48,17 +42,19 @@ from retrieval_pipeline.comparison import (
 )
 from retrieval_pipeline.nightly import OVERALL_SEGMENT
 from retrieval_pipeline.report import RegressionReport, escape_markdown, segment_label
+from retrieval_pipeline.svg_chart import (
+    FONT_SIZE,
+    Chart,
+    Panel,
+    Series,
+    nice_ticks,
+    padded_range,
+    text_width,
+    tick_label,
+)
 
 MISSING = "-"
 REPORT_SUFFIXES = (".html", ".md", ".json")
-_RC: dict[Any, Any] = {
-    "svg.fonttype": "path",
-    "svg.hashsalt": "retrieval-pipeline",
-    "font.size": 9,
-    # `figure_data_uri` lays a figure out itself; no rc file may add a layout engine back
-    "figure.autolayout": False,
-    "figure.constrained_layout.use": False,
-}
 _ARM_COLOURS = ("#4C72B0", "#DD8452")  # control, candidate
 _VERDICT_COLOURS = {
     "better": "#2E7D32",
@@ -93,14 +89,14 @@ def esc(text: object) -> str:
 
 
 def chart_label(text: object, width: int = 40) -> str:
-    """`text` as plain chart text: no mathtext, no control characters, at most `width` chars."""
+    """`text` as plain chart text: no control characters, at most `width` characters (it is
+    XML-escaped when the chart is written)."""
     value = "".join(
         " " if unicodedata.category(ch).startswith("C") else ch for ch in str(text)
     ).strip()
     if len(value) > width:
         value = value[: width - 1] + "\u2026"
-    # an escaped dollar is drawn as a dollar, never as the start of mathtext
-    return value.replace("$", r"\$")
+    return value
 
 
 def _number(value: object, digits: int = 3, signed: bool = False, percent: bool = False) -> str:
@@ -126,34 +122,16 @@ def _pvalue(value: float | None) -> str:
     return "<0.0001" if value < 1e-4 else f"{value:.4f}"
 
 
-def figure_data_uri(figure: Figure) -> str:
-    """`figure` as an SVG `data:` URI (reproducible bytes: no date, fixed ids).
-
-    The constrained layout runs once here and is then fixed: left to `savefig` it would run on
-    a hidden pre-draw and again on the real one (and a tight bounding box costs a third pass),
-    each time measuring every label, which took longer than drawing the figure."""
-    buffer = io.BytesIO()
-    with matplotlib.rc_context(_RC):
-        engine = figure.get_layout_engine()
-        if engine is not None:
-            engine.execute(figure)
-            figure.set_layout_engine(None)
-        figure.savefig(buffer, format="svg", metadata={"Date": None})
-    return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+def chart_data_uri(chart: Chart) -> str:
+    """`chart` as an SVG `data:` URI."""
+    return "data:image/svg+xml;base64," + base64.b64encode(chart.svg().encode()).decode("ascii")
 
 
-def figure_html(figure: Figure, alt: str, caption: str | None = None) -> str:
+def chart_html(chart: Chart, alt: str, caption: str | None = None) -> str:
     """An embedded chart with its (escaped) alternative text and caption."""
-    image = f'<img alt="{esc(alt)}" src="{figure_data_uri(figure)}">'
+    image = f'<img alt="{esc(alt)}" src="{chart_data_uri(chart)}">'
     text = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
     return f"<figure>{image}{text}</figure>"
-
-
-def _new_figure(
-    width: float, height: float, layout: Literal["constrained"] | None = "constrained"
-) -> Figure:
-    with matplotlib.rc_context(_RC):
-        return Figure(figsize=(width, height), layout=layout)
 
 
 def render_table(
@@ -216,16 +194,16 @@ def _segment_order(segments: Iterable[object]) -> list[str]:
     )
 
 
-# The trend grid's margins in inches: y labels such as 0.755 beside each panel, the legend and a
-# panel title above the first row, a title between rows, two-line day labels under the last.
-_TREND_LEFT, _TREND_RIGHT, _TREND_TOP, _TREND_BOTTOM, _TREND_GAP = 0.55, 0.1, 0.6, 0.5, 0.35
+# The trend grid in pixels: each panel, the room for its y labels (such as 0.755) on its left,
+# for its title above it, and for the two-line day labels under the last row.
+_TREND_PANEL_WIDTH, _TREND_PANEL_HEIGHT = 330.0, 120.0
+_TREND_LEFT, _TREND_RIGHT, _TREND_TITLE, _TREND_BOTTOM = 52.0, 16.0, 26.0, 44.0
 
 
 def _day_ticks(first: date, last: date) -> tuple[list[float], list[str], tuple[float, float]]:
-    """X ticks of a daily trend: about six days from `first` to `last` (whole days, never
-    hours), labelled `Nov 30` with the year under the first label and wherever it changes, and
-    the axis limits with half a day (or 3% of the span) each side. Fixed ticks: a date locator
-    and formatter cost more than the rest of a panel."""
+    """X ticks of a daily trend, as day ordinals: about six days from `first` to `last` (whole
+    days, never hours), labelled `Nov 30` with the year under the first label and wherever it
+    changes, and the axis limits with half a day (or 3% of the span) each side."""
     step = max(1, math.ceil((last - first).days / 6))
     days = [first + timedelta(days=offset) for offset in range(0, (last - first).days + 1, step)]
     labels = []
@@ -235,18 +213,18 @@ def _day_ticks(first: date, last: date) -> tuple[list[float], list[str], tuple[f
             label += f"\n{day.year}"
         labels.append(label)
     pad = max(0.5, 0.03 * (last - first).days)
-    low, high = float(date2num(first)), float(date2num(last))
-    return [float(date2num(day)) for day in days], labels, (low - pad, high + pad)
+    low, high = float(first.toordinal()), float(last.toordinal())
+    return [float(day.toordinal()) for day in days], labels, (low - pad, high + pad)
 
 
-def trend_figure(
+def trend_chart(
     frame: pd.DataFrame,
     metrics: Sequence[str] | None = None,
     last_n: int = 30,
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     value_column: str = "value",
-    colours: Mapping[str, Any] | None = None,
-) -> Figure | None:
+    colours: Mapping[str, str] | None = None,
+) -> Chart | None:
     """Small multiples, one row per segment and one column per metric: each variant's value over
     the last `last_n` partitions present, with the threshold as a dashed line. None when empty.
 
@@ -273,53 +251,51 @@ def trend_figure(
     variants = sorted(str(v) for v in pd.unique(data["variant"]))
     palette = {**variant_colours(variants), **(colours or {})}
     ticks, tick_labels, limits = _day_ticks(days[0], days[-1])
-    # A regular grid whose labels have known sizes (values in [0, 1] without an offset, one-line
-    # titles, two-line day labels), so fixed margins replace the constrained layout, which
-    # measured every label of every panel and cost as much as drawing the figure.
-    width, height = 3.8 * len(chosen) + 0.8, 1.9 * len(segments) + 0.8
-    figure = _new_figure(width, height, layout=None)
-    axes = figure.subplots(
-        len(segments),
-        len(chosen),
-        squeeze=False,
-        gridspec_kw={
-            "left": _TREND_LEFT / width,
-            "right": 1 - _TREND_RIGHT / width,
-            "top": 1 - _TREND_TOP / height,
-            "bottom": _TREND_BOTTOM / height,
-            "wspace": _TREND_LEFT / ((width - _TREND_LEFT - _TREND_RIGHT) / len(chosen)),
-            "hspace": _TREND_GAP / ((height - _TREND_TOP - _TREND_BOTTOM) / len(segments)),
-        },
-    )
+    column_width = _TREND_LEFT + _TREND_PANEL_WIDTH
+    chart = Chart(column_width * len(chosen) + _TREND_RIGHT, 0.0)
+    legend = [Series(chart_label(v, 24), palette[v], "line", [], []) for v in variants]
+    top = chart.legend_height(legend) + 8 + _TREND_TITLE
+    row_height = _TREND_PANEL_HEIGHT + _TREND_TITLE
+    chart.height = top + row_height * len(segments) - _TREND_TITLE + _TREND_BOTTOM
+    chart.legend(legend, 4.0)
+    groups = data.groupby([data["segment"].astype(str), "metric"], sort=False)
+    cells = {key: group for key, group in groups}
     for row, segment in enumerate(segments):
         for col, metric in enumerate(chosen):
-            ax = axes[row][col]
-            cell = data[(data["segment"].astype(str) == segment) & (data["metric"] == metric)]
+            cell = cells.get((segment, metric), data.iloc[:0])
+            limit = threshold_for(thresholds or {}, segment, metric)
+            values = [float(v) for v in cell[value_column].dropna()]
+            y_range = padded_range(values + ([limit] if limit is not None else []))
+            panel = chart.panel(
+                col * column_width + _TREND_LEFT,
+                top + row * row_height,
+                _TREND_PANEL_WIDTH,
+                _TREND_PANEL_HEIGHT,
+                limits,
+                y_range,
+            )
             for variant in variants:
                 line = cell[cell["variant"].astype(str) == variant].sort_values("partition_date")
+                line = line[line[value_column].notna()]
                 if line.empty:
                     continue
-                ax.plot(
-                    list(line["partition_date"]),
-                    line[value_column].astype(float).to_numpy(),
-                    marker="o",
-                    markersize=3,
-                    linewidth=1.3,
-                    color=palette[variant],
-                    label=chart_label(variant, 24),
+                panel.line(
+                    [float(day.toordinal()) for day in line["partition_date"]],
+                    line[value_column].astype(float).tolist(),
+                    palette[variant],
+                    chart_label(variant, 24),
                 )
-            limit = threshold_for(thresholds or {}, segment, metric)
             if limit is not None:
-                ax.axhline(limit, color="#C62828", linestyle="--", linewidth=1)
-            ax.set_title(chart_label(f"{segment_label(segment)} · {metric}", 52), fontsize=9)
-            ax.grid(True, alpha=0.3)
-            ax.set_xticks(ticks, tick_labels if row == len(segments) - 1 else [])
-            ax.set_xlim(*limits)
-            ax.ticklabel_format(axis="y", useOffset=False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if handles:
-        _top_legend(figure, handles, labels, min(len(labels), 6))
-    return figure
+                panel.hline(limit)
+            panel.title = chart_label(f"{segment_label(segment)} · {metric}", 52)
+            last_row = row == len(segments) - 1
+            panel.x_ticks = [
+                (t, label if last_row else "") for t, label in zip(ticks, tick_labels, strict=True)
+            ]
+            y_ticks = nice_ticks(*y_range, count=4)
+            panel.y_ticks = [(v, tick_label(v, y_ticks)) for v in y_ticks]
+            panel.grid = "both"
+    return chart
 
 
 def trend_section(
@@ -329,16 +305,16 @@ def trend_section(
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     value_column: str = "value",
     title: str = "Trend",
-    colours: Mapping[str, Any] | None = None,
+    colours: Mapping[str, str] | None = None,
 ) -> str:
-    """An HTML section with `trend_figure` (or a note that there is nothing to draw)."""
-    figure = trend_figure(frame, metrics, last_n, thresholds, value_column, colours)
+    """An HTML section with `trend_chart` (or a note that there is nothing to draw)."""
+    chart = trend_chart(frame, metrics, last_n, thresholds, value_column, colours)
     heading = f"<h2>{esc(title)}</h2>"
-    if figure is None:
+    if chart is None:
         return f'<section>{heading}<p class="muted">No partitions to show.</p></section>'
     caption = f"Each metric per segment and variant over the last {last_n} partitions present; "
     caption += "dashed: the threshold."
-    return f"<section>{heading}{figure_html(figure, title, caption)}</section>"
+    return f"<section>{heading}{chart_html(chart, title, caption)}</section>"
 
 
 # --- the comparison charts -------------------------------------------------------------------
@@ -349,21 +325,63 @@ def arm_colours(control: str, candidate: str) -> dict[str, str]:
     return {control: _ARM_COLOURS[0], candidate: _ARM_COLOURS[1]}
 
 
-def _err(mean: float | None, low: float | None, high: float | None) -> tuple[float, float] | None:
-    if mean is None or low is None or high is None:
-        return None
-    return max(mean - low, 0.0), max(high - mean, 0.0)
+def _intervals(
+    bars: Iterable[tuple[float, float | None, float | None]],
+) -> list[tuple[float, float, float]]:
+    """The (position, low, high) of each bar that has both ends of its interval."""
+    return [(at, low, high) for at, low, high in bars if low is not None and high is not None]
 
 
-def segment_bars_figure(comparison: Comparison) -> Figure:
+# The stacked bar panels in pixels: the legend above, the metric name and 0.0..1.0 beside the
+# panels, segment names (at most 18 characters, turned 20 degrees) under the last one.
+_BAR_LEFT, _BAR_RIGHT, _BAR_PANEL_HEIGHT, _BAR_GAP, _BAR_BOTTOM = 70.0, 16.0, 190.0, 14.0, 64.0
+_SHARE_TICKS = [(v / 5, f"{v / 5:.1f}") for v in range(6)]
+
+
+def _bar_panels(
+    metrics: Sequence[str], segments: Sequence[str], slots: int, legend: Sequence[Series]
+) -> tuple[Chart, list[Panel]]:
+    """A column of one panel per metric over the same segments (`slots` bars each), values
+    0..1.05, the legend above and the segment names under the last panel."""
+    width = max(600.0, 50.0 * len(segments) * slots + _BAR_LEFT + 60)
+    chart = Chart(width, 0.0)
+    top = chart.legend_height(legend) + 10
+    chart.legend(legend, 4.0)
+    step = _BAR_PANEL_HEIGHT + _BAR_GAP
+    chart.height = top + step * len(metrics) - _BAR_GAP + _BAR_BOTTOM
+    panels = []
+    for row, metric in enumerate(metrics):
+        panel = chart.panel(
+            _BAR_LEFT,
+            top + row * step,
+            width - _BAR_LEFT - _BAR_RIGHT,
+            _BAR_PANEL_HEIGHT,
+            (-0.6, len(segments) - 0.4),
+            (0.0, 1.05),
+        )
+        panel.y_ticks, panel.grid = _SHARE_TICKS, "y"
+        panel.x_ticks = [(index, "") for index in range(len(segments))]
+        chart.text(16, panel.top + _BAR_PANEL_HEIGHT / 2, chart_label(metric, 20), rotate=-90)
+        panels.append(panel)
+    bottom = panels[-1].top + _BAR_PANEL_HEIGHT if panels else top
+    for index, segment in enumerate(segments):
+        x = panels[0].px(index) if panels else 0.0
+        chart.text(x + 4, bottom + 16, chart_label(segment_label(segment), 18), 11, "end", -20)
+    return chart, panels
+
+
+def segment_bars_chart(comparison: Comparison) -> Chart:
     """Per metric, each segment's control and candidate means over their annotated traces (what
     thresholds judge) with 95% t intervals, and the segment's threshold as a red dashed line."""
     metrics, segments = comparison.metrics, comparison.segments
-    figure, axes = _bar_panels(len(metrics), max(6.0, 1.1 * len(segments) + 2), 2.4 * len(metrics))
+    names = (chart_label(comparison.control, 24), chart_label(comparison.candidate, 24))
+    legend = [
+        Series(name, colour, "bar", [], [])
+        for name, colour in zip(names, _ARM_COLOURS, strict=True)
+    ]
+    chart, panels = _bar_panels(metrics, segments, 2, legend)
     width = 0.38
-    names = (comparison.control, comparison.candidate)
-    for row, metric in enumerate(metrics):
-        ax = axes[row][0]
+    for panel, metric in zip(panels, metrics, strict=True):
         cells = [comparison.cell(segment, metric) for segment in segments]
         for arm, prefix in enumerate(("control", "candidate")):
             bars = []
@@ -373,180 +391,93 @@ def segment_bars_figure(comparison: Comparison) -> Figure:
                 )
                 if mean is not None:
                     bars.append((index + (arm - 0.5) * width, mean, low, high))
-            _bars_with_errors(ax, bars, width, _ARM_COLOURS[arm], chart_label(names[arm], 24))
+            panel.bars(
+                [b[0] for b in bars], [b[1] for b in bars], width, _ARM_COLOURS[arm], names[arm]
+            )
+            panel.whiskers(_intervals((x, low, high) for x, _, low, high in bars))
         for index, cell in enumerate(cells):
             if cell.control_trace_mean is None and cell.candidate_trace_mean is None:
-                ax.text(index, 0.05, "no data", ha="center", fontsize=8, color="#757575")
-        limits = [(i, c.threshold) for i, c in enumerate(cells) if c.threshold is not None]
-        if limits:
-            ax.hlines(
-                [limit for _, limit in limits],
-                [i - 2 * width * 0.6 for i, _ in limits],
-                [i + 2 * width * 0.6 for i, _ in limits],
-                colors="#C62828",
-                linestyles="--",
-                linewidth=1.2,
-            )
-        ax.set_ylim(0, 1.05)
-        ax.set_ylabel(chart_label(metric, 20))
-        ax.grid(True, axis="y", alpha=0.3)
-    _label_segments_and_legend(figure, axes, segments, legend_columns=2)
-    return figure
+                panel.note(index, 0.05, "no data")
+            if cell.threshold is not None:
+                panel.hline(cell.threshold, index - 1.2 * width, index + 1.2 * width)
+    return chart
 
 
-def _bars_with_errors(
-    ax: Any,
-    bars: Sequence[tuple[float, float, float | None, float | None]],
-    width: float,
-    colour: Any,
-    label: str,
-    **style: Any,
-) -> None:
-    """One series of bars (x, mean, interval low, high) in one call, their error bars in another:
-    a call per bar costs more to build and to draw than the whole panel otherwise."""
-    if not bars:
-        return
-    ax.bar([b[0] for b in bars], [b[1] for b in bars], width, color=colour, label=label, **style)
-    errors = [(x, mean, err) for x, mean, low, high in bars if (err := _err(mean, low, high))]
-    if errors:
-        ax.errorbar(
-            [x for x, _, _ in errors],
-            [mean for _, mean, _ in errors],
-            yerr=[[e[0] for _, _, e in errors], [e[1] for _, _, e in errors]],
-            fmt="none",
-            color="#212121",
-            capsize=3,
-        )
-
-
-# The bar charts' margins in inches: the legend above; the metric name and 0.0..1.0 beside the
-# panels; segment names (at most 18 characters, turned 20 degrees) under the last one.
-_BAR_LEFT, _BAR_RIGHT, _BAR_TOP, _BAR_BOTTOM, _BAR_GAP = 0.75, 0.15, 0.45, 0.7, 0.15
-
-
-def _bar_panels(rows: int, width: float, panels_height: float) -> tuple[Figure, Any]:
-    """A column of `rows` bar panels sharing the segment axis, with fixed margins: every label
-    has a known size, so the constrained layout (which measures each of them) is not needed."""
-    height = panels_height + _BAR_TOP + _BAR_BOTTOM
-    figure = _new_figure(width, height, layout=None)
-    axes = figure.subplots(
-        rows,
-        1,
-        squeeze=False,
-        sharex=True,
-        gridspec_kw={
-            "left": _BAR_LEFT / width,
-            "right": 1 - _BAR_RIGHT / width,
-            "top": 1 - _BAR_TOP / height,
-            "bottom": _BAR_BOTTOM / height,
-            "hspace": _BAR_GAP / (panels_height / rows),
-        },
-    )
-    return figure, axes
-
-
-def _top_legend(
-    figure: Figure, handles: Sequence[Artist], labels: Sequence[str], ncols: int
-) -> None:
-    """One legend centred above the panels of a figure laid out with fixed margins."""
-    height = float(figure.get_size_inches()[1])
-    figure.legend(
-        list(handles),
-        list(labels),
-        loc="upper center",
-        bbox_to_anchor=(0.5, 1 - 0.04 / height),
-        ncols=ncols,
-    )
-
-
-def _label_segments_and_legend(
-    figure: Figure, axes: Any, segments: Sequence[str], legend_columns: int | None
-) -> None:
-    """Segment names under the bottom panel, and one legend for every panel's series
-    (`legend_columns` None: one column per entry, at most 6)."""
-    bottom = axes[-1][0]
-    bottom.set_xticks(range(len(segments)))
-    bottom.set_xticklabels([chart_label(segment_label(s), 18) for s in segments], rotation=20)
-    unique: dict[str, Artist] = {}
-    for ax_row in axes:
-        handles, labels = ax_row[0].get_legend_handles_labels()
-        unique.update(zip(labels, handles, strict=True))
-    if unique:
-        columns = min(len(unique), 6) if legend_columns is None else legend_columns
-        _top_legend(figure, list(unique.values()), list(unique.keys()), columns)
-
-
-def forest_figure(comparison: Comparison) -> Figure:
+def forest_chart(comparison: Comparison) -> Chart:
     """Candidate minus control for every tested cell, with its interval (the cell's `ci_method`);
     coloured by verdict."""
     cells = [c for c in comparison.cells if c.delta is not None]
-    figure = _new_figure(7.0, 0.26 * max(len(cells), 1) + 1.2)
-    ax = figure.subplots()
-    ax.axvline(0.0, color="#212121", linewidth=1)
-    # one call per verdict and kind of point, not per cell: fewer artists to build and draw
-    for verdict, colour in _VERDICT_COLOURS.items():
-        points = [
-            (cell.delta, y, _err(cell.delta, cell.ci_low, cell.ci_high))
-            for y, cell in enumerate(reversed(cells))
-            if cell.verdict == verdict and cell.delta is not None
-        ]
-        bounded = [(x, y, err) for x, y, err in points if err is not None]
-        if bounded:
-            ax.errorbar(
-                [x for x, _, _ in bounded],
-                [y for _, y, _ in bounded],
-                xerr=[[e[0] for _, _, e in bounded], [e[1] for _, _, e in bounded]],
-                fmt="o",
-                linestyle="none",
-                color=colour,
-                markersize=4,
-                capsize=2,
-            )
-        bare = [(x, y) for x, y, err in points if err is None]
-        if bare:
-            ax.plot([x for x, _ in bare], [y for _, y in bare], "o", color=colour, markersize=4)
-    ax.set_yticks(range(len(cells)))
-    ax.set_yticklabels(
-        [chart_label(f"{segment_label(c.segment)} · {c.metric}", 44) for c in reversed(cells)]
+    labels = [chart_label(f"{segment_label(c.segment)} · {c.metric}", 44) for c in cells]
+    left = max((text_width(label, FONT_SIZE - 1) for label in labels), default=0.0) + 16
+    chart = Chart(max(720.0, left + 360), 0.0)
+    legend = [
+        Series(verdict, colour, "point", [], [])
+        for verdict, colour in _VERDICT_COLOURS.items()
+        if any(c.verdict == verdict for c in cells)
+    ]
+    height = 24.0 * max(len(cells), 1)
+    chart.height = 12 + height + 44 + chart.legend_height(legend)
+    ends = [v for c in cells for v in (c.delta, c.ci_low, c.ci_high) if v is not None]
+    x_range = padded_range([0.0, *ends])
+    panel = chart.panel(
+        left, 12, chart.width - left - 16, height, x_range, (-0.6, len(cells) - 0.4)
     )
-    ax.set_xlabel(chart_label(f"{comparison.candidate} minus {comparison.control}", 60))
-    ax.grid(True, axis="x", alpha=0.3)
+    panel.vline(0.0, colour="#212121", dashed=False)
+    row_of = {id(cell): len(cells) - 1 - index for index, cell in enumerate(cells)}
     for verdict, colour in _VERDICT_COLOURS.items():
-        if any(c.verdict == verdict for c in cells):
-            ax.plot([], [], "o", color=colour, label=verdict)
-    if cells:
-        figure.legend(loc="outside lower center", ncols=4, fontsize=8)
-    return figure
+        chosen = [c for c in cells if c.verdict == verdict and c.delta is not None]
+        if not chosen:
+            continue
+        panel.whiskers(
+            _intervals((row_of[id(c)], c.ci_low, c.ci_high) for c in chosen),
+            horizontal=True,
+            colour=colour,
+            cap=2.0,
+        )
+        panel.points(
+            [c.delta or 0.0 for c in chosen], [row_of[id(c)] for c in chosen], colour, verdict
+        )
+    panel.y_ticks = [(len(cells) - 1 - index, label) for index, label in enumerate(labels)]
+    x_ticks = nice_ticks(*x_range)
+    panel.x_ticks, panel.grid = [(v, tick_label(v, x_ticks)) for v in x_ticks], "x"
+    axis_label = chart_label(f"{comparison.candidate} minus {comparison.control}", 60)
+    chart.text(panel.left + panel.width / 2, 12 + height + 36, axis_label)
+    chart.legend(legend, 12 + height + 44)
+    return chart
 
 
-def coverage_figure(comparison: Comparison) -> Figure:
+def coverage_chart(comparison: Comparison) -> Chart:
     """Queries per segment: paired, served by both but not paired, by one arm only."""
     rows = list(comparison.coverage)
-    figure = _new_figure(7.0, 0.4 * len(rows) + 1.2)
-    ax = figure.subplots()
     parts = (
-        ("paired", "#2E7D32"),
-        ("shared_unpaired", "#A5D6A7"),
-        ("control_only", _ARM_COLOURS[0]),
-        ("candidate_only", _ARM_COLOURS[1]),
+        ("paired", "#2E7D32", "paired (tested)"),
+        ("shared_unpaired", "#A5D6A7", "both served, not both annotated"),
+        ("control_only", _ARM_COLOURS[0], chart_label(f"{comparison.control} only", 30)),
+        ("candidate_only", _ARM_COLOURS[1], chart_label(f"{comparison.candidate} only", 30)),
     )
-    labels = {
-        "paired": "paired (tested)",
-        "shared_unpaired": "both served, not both annotated",
-        "control_only": chart_label(f"{comparison.control} only", 30),
-        "candidate_only": chart_label(f"{comparison.candidate} only", 30),
-    }
-    left = np.zeros(len(rows))
-    ys = np.arange(len(rows))[::-1]
-    for name, colour in parts:
-        values = np.array([getattr(row, name) for row in rows], dtype=float)
-        ax.barh(ys, values, left=left, color=colour, label=labels[name])
-        left += values
-    ax.set_yticks(ys)
-    ax.set_yticklabels([chart_label(segment_label(r.segment), 30) for r in rows])
-    ax.set_xlabel("queries")
-    figure.legend(loc="outside lower center", ncols=4, fontsize=8)
-    return figure
+    labels = [chart_label(segment_label(r.segment), 30) for r in rows]
+    left = max((text_width(label, FONT_SIZE - 1) for label in labels), default=0.0) + 16
+    chart = Chart(max(720.0, left + 360), 0.0)
+    legend = [Series(label, colour, "bar", [], []) for _, colour, label in parts]
+    height = 36.0 * max(len(rows), 1)
+    chart.height = 12 + height + 44 + chart.legend_height(legend)
+    totals = [sum(getattr(row, name) for name, _, _ in parts) for row in rows]
+    high = max(totals, default=0) * 1.05 or 1.0
+    panel = chart.panel(
+        left, 12, chart.width - left - 16, height, (0.0, high), (-0.6, len(rows) - 0.4)
+    )
+    ys = [float(len(rows) - 1 - index) for index in range(len(rows))]
+    starts = [0.0] * len(rows)
+    for name, colour, label in parts:
+        values = [float(getattr(row, name)) for row in rows]
+        panel.hbars(ys, values, 0.8, colour, label, starts)
+        starts = [start + value for start, value in zip(starts, values, strict=True)]
+    panel.y_ticks = list(zip(ys, labels, strict=True))
+    x_ticks = [v for v in nice_ticks(0.0, high) if v == int(v)]
+    panel.x_ticks, panel.grid = [(v, f"{int(v):,}") for v in x_ticks], "x"
+    chart.text(panel.left + panel.width / 2, 12 + height + 36, "queries")
+    chart.legend(legend, 12 + height + 44)
+    return chart
 
 
 # --- the comparison report -------------------------------------------------------------------
@@ -691,23 +622,23 @@ def comparison_html(
         intro + _flag_html(comparison),
         "<section><h2>Per segment and metric</h2>" + _cells_table(comparison) + "</section>",
         "<section><h2>Means per segment</h2>"
-        + figure_html(
-            segment_bars_figure(comparison),
+        + chart_html(
+            segment_bars_chart(comparison),
             "control and candidate means per segment",
             f"Each arm's mean over its annotated traces with {CONFIDENCE_LEVEL:.0%} t intervals; "
             "dashed red: the segment's threshold.",
         )
         + "</section>",
         "<section><h2>Differences</h2>"
-        + figure_html(
-            forest_figure(comparison),
+        + chart_html(
+            forest_chart(comparison),
             "candidate minus control per segment and metric",
             f"Candidate minus control with its {CONFIDENCE_LEVEL:.0%} interval (each cell's "
             "interval method is in the table above).",
         )
         + "</section>",
         "<section><h2>Coverage</h2>"
-        + figure_html(coverage_figure(comparison), "queries per segment by pairing")
+        + chart_html(coverage_chart(comparison), "queries per segment by pairing")
         + render_table(
             coverage,
             headers={c: c.replace("_", " ") for c in coverage.columns},
@@ -822,10 +753,24 @@ def _float(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def variant_colours(variants: Iterable[str]) -> dict[str, Any]:
-    """Each variant's colour: tab10 in sorted order, as `trend_figure` draws them."""
-    palette = matplotlib.colormaps["tab10"]
-    return {name: palette(index % 10) for index, name in enumerate(sorted(variants))}
+# matplotlib's tab10, the variants' colours in the regression report and the trend
+_TAB10 = (
+    "#1F77B4",
+    "#FF7F0E",
+    "#2CA02C",
+    "#D62728",
+    "#9467BD",
+    "#8C564B",
+    "#E377C2",
+    "#7F7F7F",
+    "#BCBD22",
+    "#17BECF",
+)
+
+
+def variant_colours(variants: Iterable[str]) -> dict[str, str]:
+    """Each variant's colour: tab10 in sorted order, as `trend_chart` draws them."""
+    return {name: _TAB10[index % 10] for index, name in enumerate(sorted(variants))}
 
 
 def _records_by_key(rows: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -835,7 +780,7 @@ def _records_by_key(rows: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, 
     }
 
 
-def regression_bars_figure(rows: pd.DataFrame, metrics: Sequence[str]) -> Figure | None:
+def regression_bars_chart(rows: pd.DataFrame, metrics: Sequence[str]) -> Chart | None:
     """One panel per metric: each segment's mean per variant (the day's `regression_report`
     rows) with its 95% interval, the segment's threshold as a red dashed line, failing bars
     hatched and outlined red. None when no row holds one of `metrics`."""
@@ -848,11 +793,9 @@ def regression_bars_figure(rows: pd.DataFrame, metrics: Sequence[str]) -> Figure
     colours = variant_colours(variants)
     by_key = _records_by_key(data)
     width = 0.8 / len(variants)
-    figure, axes = _bar_panels(
-        len(chosen), max(6.0, 0.45 * len(segments) * len(variants) + 2.0), 2.4 * len(chosen)
-    )
-    for row, metric in enumerate(chosen):
-        ax = axes[row][0]
+    legend = [Series(chart_label(v, 24), colours[v], "bar", [], []) for v in variants]
+    chart, panels = _bar_panels(chosen, segments, len(variants), legend)
+    for panel, metric in zip(panels, chosen, strict=True):
         for arm, variant in enumerate(variants):
             bars: list[tuple[float, float, float | None, float | None]] = []
             failing: list[bool] = []
@@ -864,38 +807,23 @@ def regression_bars_figure(rows: pd.DataFrame, metrics: Sequence[str]) -> Figure
                 x = index + (arm - (len(variants) - 1) / 2) * width
                 bars.append((x, mean, _float(record.get("ci_low")), _float(record.get("ci_high"))))
                 failing.append(record.get("status") == "fail")
-            _bars_with_errors(
-                ax,
-                bars,
+            panel.bars(
+                [b[0] for b in bars],
+                [b[1] for b in bars],
                 width * 0.95,
                 colours[variant],
                 chart_label(variant, 24),
-                hatch=["//" if f else None for f in failing],
-                edgecolor=["#C62828" if f else colours[variant] for f in failing],
-                linewidth=[1.6 if f else 0.0 for f in failing],
+                failing,
             )
+            panel.whiskers(_intervals((x, low, high) for x, _, low, high in bars))
         # a segment's threshold: the first of its variants' rows that names one
-        limits = []
         for index, segment in enumerate(segments):
             found = (by_key.get((segment, variant, metric)) for variant in variants)
             values = (_float(r.get("threshold")) for r in found if r is not None)
             limit = next((v for v in values if v is not None), None)
             if limit is not None:
-                limits.append((index, limit))
-        if limits:
-            ax.hlines(
-                [limit for _, limit in limits],
-                [index - 0.45 for index, _ in limits],
-                [index + 0.45 for index, _ in limits],
-                colors="#C62828",
-                linestyles="--",
-                lw=1.2,
-            )
-        ax.set_ylim(0, 1.05)
-        ax.set_ylabel(chart_label(metric, 20))
-        ax.grid(True, axis="y", alpha=0.3)
-    _label_segments_and_legend(figure, axes, segments, legend_columns=None)
-    return figure
+                panel.hline(limit, index - 0.45, index + 0.45)
+    return chart
 
 
 def _coverage_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -907,46 +835,40 @@ def _coverage_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return keyed.sort_values(["_order", "variant"]).drop(columns="_order").reset_index(drop=True)
 
 
-def regression_coverage_figure(rows: pd.DataFrame, min_coverage: float | None = None) -> Figure:
+def regression_coverage_chart(rows: pd.DataFrame, min_coverage: float | None = None) -> Chart:
     """Annotation coverage per segment and variant, with the configured minimum dashed."""
     coverage = _coverage_rows(rows)
     segments = _segment_order(coverage["segment"])
     variants = sorted(str(v) for v in pd.unique(coverage["variant"]))
     colours = variant_colours(variants)
     by_key = {(str(r["segment"]), str(r["variant"])): r for r in coverage.to_dict("records")}
-    height = 0.8 / max(len(variants), 1)
-    figure = _new_figure(7.0, 0.3 * len(segments) * max(len(variants), 1) + 1.4)
-    ax = figure.subplots()
+    labels = [chart_label(segment_label(s), 30) for s in segments]
+    left = max((text_width(label, FONT_SIZE - 1) for label in labels), default=0.0) + 16
+    chart = Chart(max(720.0, left + 360), 0.0)
+    legend = [Series(chart_label(v, 24), colours[v], "bar", [], []) for v in variants]
+    height = 26.0 * max(len(segments), 1) * max(len(variants), 1)
+    chart.height = 12 + height + 44 + chart.legend_height(legend)
+    panel = chart.panel(
+        left, 12, chart.width - left - 16, height, (0.0, 1.0), (-0.6, len(segments) - 0.4)
+    )
+    bar = 0.8 / max(len(variants), 1)
     for arm, variant in enumerate(variants):
-        offset = ((len(variants) - 1) / 2 - arm) * height
+        offset = ((len(variants) - 1) / 2 - arm) * bar
         bars = [
             (len(segments) - 1 - index + offset, value)
             for index, segment in enumerate(segments)
             if (record := by_key.get((segment, variant)))
             and (value := _float(record.get("coverage"))) is not None
         ]
-        if bars:
-            ax.barh(
-                [y for y, _ in bars],
-                [value for _, value in bars],
-                height * 0.95,
-                color=colours[variant],
-                label=chart_label(variant, 24),
-            )
+        label = chart_label(variant, 24)
+        panel.hbars([y for y, _ in bars], [v for _, v in bars], bar * 0.95, colours[variant], label)
     if min_coverage is not None:
-        ax.axvline(min_coverage, color="#C62828", linestyle="--", linewidth=1.2)
-    ax.set_yticks(range(len(segments)))
-    ax.set_yticklabels([chart_label(segment_label(s), 30) for s in reversed(segments)])
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of traces annotated")
-    ax.grid(True, axis="x", alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    if unique:
-        figure.legend(
-            list(unique.values()), list(unique.keys()), loc="outside lower center", ncols=4
-        )
-    return figure
+        panel.vline(min_coverage)
+    panel.y_ticks = [(len(segments) - 1 - index, label) for index, label in enumerate(labels)]
+    panel.x_ticks, panel.grid = _SHARE_TICKS, "x"
+    chart.text(panel.left + panel.width / 2, 12 + height + 36, "share of traces annotated")
+    chart.legend(legend, 12 + height + 44)
+    return chart
 
 
 def _misses_html(rows: pd.DataFrame, words: Sequence[str]) -> str:
@@ -1026,11 +948,11 @@ def regression_html(
             f"<p>Baseline: {esc(report.baseline_text)}, {report.baseline_days_with_data()} "
             "day(s) with data.</p>" + _misses_html(rows, [m.words() for m in report.misses])
         )
-        bars = regression_bars_figure(rows, metrics)
+        bars = regression_bars_chart(rows, metrics)
         if bars is not None:
             sections.append(
                 "<section><h2>Headline metrics per segment</h2>"
-                + figure_html(
+                + chart_html(
                     bars,
                     "headline metrics per segment and variant",
                     f"Each variant's mean over the day's annotated traces with its "
@@ -1059,8 +981,8 @@ def regression_html(
         minimum = f" (minimum {min_coverage:.0%}, dashed)" if min_coverage is not None else ""
         sections.append(
             f"<section><h2>Annotation coverage{esc(minimum)}</h2>"
-            + figure_html(
-                regression_coverage_figure(rows, min_coverage),
+            + chart_html(
+                regression_coverage_chart(rows, min_coverage),
                 "annotation coverage per segment and variant",
             )
             + render_table(

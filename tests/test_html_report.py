@@ -19,7 +19,7 @@ from retrieval_pipeline.nightly import OVERALL_SEGMENT
 
 HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
-# an unbalanced or invalid $...$ would make matplotlib's mathtext parser raise
+# TeX-like text (an unbalanced $...$ once made the plotting library's mathtext parser raise)
 MATHTEXT = r"cost $\frac{1}{ $x"
 CONTROL, CANDIDATE = 'ctl"><b>x', "<i>c&d"
 
@@ -109,9 +109,11 @@ def test_chart_svgs_hold_no_markup_from_trace_data(page: str) -> None:
     assert any("&lt;script&gt;alert(1)" in svg for svg in svgs(page))  # as escaped text
 
 
-def test_mathtext_in_names_is_drawn_literally(page: str) -> None:
-    assert esc_text(MATHTEXT) in page  # the page rendered: no mathtext error
-    assert html_report.chart_label("a$b\x1b[31m") == r"a\$b [31m"
+def test_tex_like_names_are_drawn_literally(page: str) -> None:
+    assert esc_text(MATHTEXT) in page
+    assert any(f">{esc_text(MATHTEXT)} · ndcg@10<" in svg for svg in svgs(page))  # forest label
+    assert html_report.chart_label("a$b\x1b[31m") == "a$b [31m"
+    assert html_report.chart_label("x" * 50, 10) == "x" * 9 + "\u2026"
 
 
 def test_markdown_escapes_cell_breaks_code_and_tags() -> None:
@@ -160,16 +162,20 @@ def trend_rows(days: int) -> pd.DataFrame:
 
 
 def test_trend_shows_the_last_n_partitions_per_segment_and_metric() -> None:
-    figure = html_report.trend_figure(
-        trend_rows(40), last_n=30, thresholds={"*": {"ndcg@10": 0.72}}
-    )
-    assert figure is not None
-    axes = figure.get_axes()
-    assert len(axes) == 4  # 2 segments x 2 metrics
-    points = [np.asarray(line.get_xdata()).size for line in axes[0].get_lines()]
-    assert sorted(points)[-2:] == [30, 30]  # one line per variant; the threshold line is short
-    assert axes[0].get_title().endswith("ndcg@10")
-    assert axes[-1].get_title() == "all segments · mrr"
+    chart = html_report.trend_chart(trend_rows(40), last_n=30, thresholds={"*": {"ndcg@10": 0.72}})
+    assert chart is not None
+    panels = chart.panels
+    assert len(panels) == 4  # 2 segments x 2 metrics
+    assert [(s.label, len(s.xs)) for s in panels[0].series] == [("candidate", 30), ("control", 30)]
+    last_day = date(2026, 1, 1) + timedelta(days=39)
+    assert panels[0].series[0].xs[-1] == last_day.toordinal()
+    assert panels[0].title.endswith("ndcg@10")
+    assert panels[-1].title == "all segments · mrr"
+    # the threshold, 0.72, is inside the ndcg@10 panels' y range and drawn as a dashed line
+    low, high = panels[0].y_range
+    assert low < 0.72 < high
+    assert 'stroke-dasharray="5 3"' in panels[0].svg()
+    assert "stroke-dasharray" not in panels[1].svg()  # no threshold for mrr
     section = html_report.trend_section(trend_rows(3), metrics=["ndcg@10"], title=HOSTILE)
     assert HOSTILE not in section and ESCAPED in section and len(svgs(section)) == 1
     empty = html_report.trend_section(trend_rows(0).reindex(columns=trend_rows(1).columns))

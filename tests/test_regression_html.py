@@ -152,9 +152,9 @@ def test_the_trend_shows_both_partitions(hostile_run: Path) -> None:
     assert set(rows["segment"]) == {"factual", HOSTILE, "__all__"}
     assert set(first["partition_date"].dt.date) == {DAYS[0]}  # nothing after the report's day
     assert set(last["partition_date"].dt.date) == {DAYS[-1]}
-    figure = html_report.trend_figure(rows, ["ndcg@10", "mrr"], value_column="mean")
-    assert figure is not None
-    assert len(figure.get_axes()) == 3 * 2  # segments (with the overall row) x metrics
+    chart = html_report.trend_chart(rows, ["ndcg@10", "mrr"], value_column="mean")
+    assert chart is not None
+    assert len(chart.panels) == 3 * 2  # segments (with the overall row) x metrics
 
 
 def test_the_comparison_page_escapes_the_hostile_segment_too(hostile_run: Path) -> None:
@@ -193,11 +193,10 @@ def test_trend_ticks_are_days_not_hours() -> None:
             for d in range(2)
         ]
     )
-    figure = html_report.trend_figure(rows, ["mrr"], value_column="mean")
-    assert figure is not None
-    figure.canvas.draw()
-    labels = [t.get_text() for t in figure.get_axes()[0].get_xticklabels()]
-    assert not any(":" in label for label in labels), labels
+    chart = html_report.trend_chart(rows, ["mrr"], value_column="mean")
+    assert chart is not None
+    labels = [label for _, label in chart.panels[0].x_ticks]
+    assert labels == ["Mar 1\n2026", "Mar 2"], labels
 
 
 @pytest.mark.slow
