@@ -66,7 +66,7 @@ from __future__ import annotations
 import math
 import warnings
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -209,6 +209,30 @@ class ArmSummary:
             return cls(0)
         sd = float(x.std(ddof=1)) if len(x) > 1 else None
         return cls(len(x), float(x.mean()), sd, float(x.min()), float(x.max()))
+
+    @classmethod
+    def pooled(cls, parts: Iterable[ArmSummary]) -> ArmSummary:
+        """The summary of all the values `parts` summarize, without the values: counts and
+        means add up, and so do the squared deviations once each part's are moved to the
+        pooled mean (Chan, Golub and LeVeque's update; no sum of squares to cancel)."""
+        filled: list[tuple[int, float, float, float, float]] = []
+        for part in parts:
+            if part.n == 0:
+                continue
+            if part.mean is None or part.low is None or part.high is None:
+                raise ValueError(f"a summary of {part.n} values lacks their mean or range")
+            filled.append((part.n, part.mean, part.sd or 0.0, part.low, part.high))
+        n = sum(count for count, *_ in filled)
+        if n == 0:
+            return cls(0)
+        mean = sum(count * m for count, m, *_ in filled) / n
+        squares = sum(
+            (count - 1) * sd**2 + count * (m - mean) ** 2 for count, m, sd, _, _ in filled
+        )
+        sd = math.sqrt(squares / (n - 1)) if n > 1 else None
+        low = min(low for *_, low, _ in filled)
+        high = max(high for *_, high in filled)
+        return cls(n, mean, sd, low, high)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from retrieval_pipeline.comparison import (
+    ArmSummary,
     ComparisonSettings,
     compare_query_metrics,
     compare_variants,
@@ -524,3 +527,35 @@ def test_the_threshold_setting_is_validated() -> None:
         ComparisonSettings(normal_approximation_min_pairs=99)
     with pytest.raises(ValueError, match="normal_approximation_min_pairs"):
         ComparisonSettings(normal_approximation_min_pairs=1000.0)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(0.0, 1.0, allow_nan=False), max_size=12),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_pooled_summaries_equal_the_summary_of_all_values(parts: list[list[float]]) -> None:
+    """`ArmSummary.pooled` of each day's summary (how the warehouse hands the comparison an
+    arm's level) against `ArmSummary.of` on every value at once."""
+    pooled = ArmSummary.pooled(ArmSummary.of(values) for values in parts)
+    whole = ArmSummary.of([value for values in parts for value in values])
+    assert pooled.n == whole.n
+    for name in ("mean", "sd", "low", "high"):
+        got, want = getattr(pooled, name), getattr(whole, name)
+        assert (got is None) == (want is None), name
+        if want is not None:
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-12), name
+
+
+def test_pooled_summary_by_hand() -> None:
+    # {0.2, 0.4} and {0.9}: n 3, mean 1.5 / 3 = 0.5, squared deviations 0.09 + 0.01 + 0.16 = 0.26,
+    # sd sqrt(0.26 / 2)
+    pooled = ArmSummary.pooled([ArmSummary.of([0.2, 0.4]), ArmSummary.of([0.9]), ArmSummary(0)])
+    assert (pooled.n, pooled.low, pooled.high) == (3, 0.2, 0.9)
+    assert pooled.mean == pytest.approx(0.5)
+    assert pooled.sd == pytest.approx(math.sqrt(0.13))
+    assert ArmSummary.pooled([ArmSummary.of([0.7])]) == ArmSummary(1, 0.7, None, 0.7, 0.7)
+    assert ArmSummary.pooled([]) == ArmSummary(0)

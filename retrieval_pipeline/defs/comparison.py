@@ -3,8 +3,8 @@ control over a look-back window ending at each partition day, and `variant_compa
 fails when the experiment is flagged for review or no comparison was possible.
 
 Thin wiring over `retrieval_pipeline.comparison`: the window is aggregated in the warehouse
-(`read_window`: `sql/rpt_comparison_window.sql` says what it holds, `rpt_comparison_pairs`,
-`_levels` and `_coverage` give the paired differences, each arm's level and the counts), so no
+(`read_window`: `sql/rpt_comparison_window.sql` says what it holds and each day's level of each
+arm, `rpt_comparison_pairs` and `_coverage` give the paired differences and the counts), so no
 per-trace row reaches Python; the statistics come from `compare_data`, the files from
 `html_report`. A range run compares each day of the range over its own window. The asset also
 depends on `segment_metrics` for one thing only: the report's trend of the last 30 partitions.
@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import dagster as dg
 import duckdb
@@ -178,6 +178,21 @@ def window_from_rows(rows: pd.DataFrame, config: PipelineConfig) -> WindowData:
     return WindowData(days, variants, data)
 
 
+class WindowGroup(NamedTuple):
+    """A row of `sql/rpt_comparison_window.sql`: a day, variant, segment and metric of the
+    window, and its annotated values' count, mean, sample standard deviation and range."""
+
+    partition_date: date
+    variant: str
+    segment: str
+    metric: str
+    n: int
+    mean: float | None
+    sd: float | None
+    low: float | None
+    high: float | None
+
+
 def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConfig) -> WindowData:
     """`WindowData` of partition `day`'s window, aggregated in the warehouse (the same numbers as
     `window_from_rows` on the window's rows); ValueError when a configured metric was not
@@ -185,24 +200,24 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
     section = config.comparison
     start, end = section.window(day)
     window = {"start_date": start, "end_date": end}
-    contents = conn.execute(load_sql("rpt_comparison_window"), window).fetchall()
-    variants = tuple(sorted({str(variant) for _, variant, _, _ in contents}))
-    days = len({partition for partition, _, _, _ in contents})
-    if not contents or not _arms_present(variants, config):
+    groups = [
+        WindowGroup(*row)
+        for row in conn.execute(load_sql("rpt_comparison_window"), window).fetchall()
+    ]
+    variants = tuple(sorted({g.variant for g in groups}))
+    days = len({g.partition_date for g in groups})
+    if not groups or not _arms_present(variants, config):
         return WindowData(days, variants, None)
     arms = (section.control, section.candidate)
-    metrics = choose_metrics(
-        metric_order(sorted({str(metric) for _, _, _, metric in contents})), config.metrics
-    )
+    metrics = choose_metrics(metric_order(sorted({g.metric for g in groups})), config.metrics)
     # as `query_metrics_data` sees them: the rows of the compared metrics only
-    scored = [(str(v), str(s)) for _, v, s, metric in contents if metric in metrics]
-    segments = tuple(sorted({segment for variant, segment in scored if variant in arms}))
+    scored = [g for g in groups if g.metric in metrics]
+    segments = tuple(sorted({g.segment for g in scored if g.variant in arms}))
     arm_params = window | {
         "control": section.control,
         "candidate": section.candidate,
         "overall_segment": OVERALL_SEGMENT,
     }
-    params = arm_params | {"metrics": list(metrics)}
     pairs: dict[tuple[str, str], PairedDifferences] = {}
     for metric in metrics:
         found = conn.execute(
@@ -218,17 +233,17 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
             pairs[(str(segment), metric)] = PairedDifferences(
                 float(control), float(candidate), np.asarray(differences, dtype=float)
             )
-    levels = {
-        (str(segment), str(metric), str(variant)): ArmSummary(
-            int(n), *(None if v is None else float(v) for v in (mean, sd, low, high))
-        )
-        for metric, variant, segment, n, mean, sd, low, high in conn.execute(
-            load_sql("rpt_comparison_levels"), params
-        ).fetchall()
-    }
+    # each arm's level: its days' summaries pooled per segment, and over every segment
+    parts: dict[tuple[str, str, str], list[ArmSummary]] = {}
+    for g in scored:
+        if g.variant in arms and g.n > 0:
+            day_level = ArmSummary(g.n, g.mean, g.sd, g.low, g.high)
+            for segment in (g.segment, OVERALL_SEGMENT):
+                parts.setdefault((segment, g.metric, g.variant), []).append(day_level)
+    levels = {key: ArmSummary.pooled(found) for key, found in parts.items()}
     # a day's traces are its rows of any one of its metrics (sql/rpt_comparison_coverage.sql)
     coverage_metric: dict[date, str] = {}
-    for partition, metric in sorted({(p, str(m)) for p, _, _, m in contents if m in metrics}):
+    for partition, metric in sorted({(g.partition_date, g.metric) for g in scored}):
         coverage_metric.setdefault(partition, metric)
     coverage_params = arm_params | {
         "coverage_days": list(coverage_metric),
@@ -242,7 +257,7 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
         control=section.control,
         candidate=section.candidate,
         metrics=metrics,
-        variants=tuple(sorted({variant for variant, _ in scored})),
+        variants=tuple(sorted({g.variant for g in scored})),
         segments=segments,
         pairs=pairs,
         levels=levels,
