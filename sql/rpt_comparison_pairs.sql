@@ -10,6 +10,8 @@
 
 with
 
+-- only valued rows: an unannotated trace counts in no mean, and a query without values in both
+-- arms is no pair, so the null rows need not be grouped (about a tenth fewer rows to hash)
 window_metrics as (
     select
         segment,
@@ -22,6 +24,7 @@ window_metrics as (
         partition_date between $start_date and $end_date
         and variant in ($control, $candidate)
         and metric = $metric
+        and value is not null
 ),
 
 -- sums and counts rather than means, so the overall row can pool a query's segments
