@@ -403,46 +403,70 @@ def segment_bars_chart(comparison: Comparison) -> Chart:
     return chart
 
 
+# Charts with one labelled row per item (forest, coverage) in pixels: the labels' width on the
+# left, the panel from the top, the x axis's ticks and label under it, then the legend.
+_ROWS_TOP, _ROWS_AXIS, _ROWS_RIGHT = 12.0, 44.0, 16.0
+
+
+def _row_panel(
+    labels: Sequence[str],
+    row_height: float,
+    x_range: tuple[float, float],
+    axis_label: str,
+    legend: Sequence[Series],
+) -> tuple[Chart, Panel]:
+    """A chart whose one panel has a row per label, the first at the top (row `i` at y
+    `len(labels) - 1 - i`), over `x_range` with x grid lines, the axis label under it and the
+    legend below; the caller sets the x ticks and draws."""
+    left = max((text_width(label, FONT_SIZE - 1) for label in labels), default=0.0) + 16
+    chart = Chart(max(720.0, left + 360), 0.0)
+    height = row_height * max(len(labels), 1)
+    chart.height = _ROWS_TOP + height + _ROWS_AXIS + chart.legend_height(legend)
+    width = chart.width - left - _ROWS_RIGHT
+    panel = chart.panel(left, _ROWS_TOP, width, height, x_range, (-0.6, len(labels) - 0.4))
+    panel.y_ticks = [(len(labels) - 1 - index, label) for index, label in enumerate(labels)]
+    panel.grid = "x"
+    chart.text(left + width / 2, _ROWS_TOP + height + _ROWS_AXIS - 8, axis_label)
+    chart.legend(legend, _ROWS_TOP + height + _ROWS_AXIS)
+    return chart, panel
+
+
 def forest_chart(comparison: Comparison) -> Chart:
     """Candidate minus control for every tested cell, with its interval (the cell's `ci_method`);
     coloured by verdict."""
-    cells = [c for c in comparison.cells if c.delta is not None]
-    labels = [chart_label(f"{segment_label(c.segment)} · {c.metric}", 44) for c in cells]
-    left = max((text_width(label, FONT_SIZE - 1) for label in labels), default=0.0) + 16
-    chart = Chart(max(720.0, left + 360), 0.0)
+    tested = [(c, c.delta) for c in comparison.cells if c.delta is not None]
     legend = [
         Series(verdict, colour, "point", [], [])
         for verdict, colour in _VERDICT_COLOURS.items()
-        if any(c.verdict == verdict for c in cells)
+        if any(c.verdict == verdict for c, _ in tested)
     ]
-    height = 24.0 * max(len(cells), 1)
-    chart.height = 12 + height + 44 + chart.legend_height(legend)
-    ends = [v for c in cells for v in (c.delta, c.ci_low, c.ci_high) if v is not None]
+    ends = [v for c, delta in tested for v in (delta, c.ci_low, c.ci_high) if v is not None]
     x_range = padded_range([0.0, *ends])
-    panel = chart.panel(
-        left, 12, chart.width - left - 16, height, x_range, (-0.6, len(cells) - 0.4)
+    chart, panel = _row_panel(
+        [chart_label(f"{segment_label(c.segment)} · {c.metric}", 44) for c, _ in tested],
+        24.0,
+        x_range,
+        chart_label(f"{comparison.candidate} minus {comparison.control}", 60),
+        legend,
     )
     panel.vline(0.0, colour="#212121", dashed=False)
-    row_of = {id(cell): len(cells) - 1 - index for index, cell in enumerate(cells)}
     for verdict, colour in _VERDICT_COLOURS.items():
-        chosen = [c for c in cells if c.verdict == verdict and c.delta is not None]
+        chosen = [
+            (len(tested) - 1 - row, cell, delta)
+            for row, (cell, delta) in enumerate(tested)
+            if cell.verdict == verdict
+        ]
         if not chosen:
             continue
         panel.whiskers(
-            _intervals((row_of[id(c)], c.ci_low, c.ci_high) for c in chosen),
+            _intervals((y, cell.ci_low, cell.ci_high) for y, cell, _ in chosen),
             horizontal=True,
             colour=colour,
             cap=2.0,
         )
-        panel.points(
-            [c.delta or 0.0 for c in chosen], [row_of[id(c)] for c in chosen], colour, verdict
-        )
-    panel.y_ticks = [(len(cells) - 1 - index, label) for index, label in enumerate(labels)]
+        panel.points([delta for *_, delta in chosen], [y for y, _, _ in chosen], colour, verdict)
     x_ticks = nice_ticks(*x_range)
-    panel.x_ticks, panel.grid = [(v, tick_label(v, x_ticks)) for v in x_ticks], "x"
-    axis_label = chart_label(f"{comparison.candidate} minus {comparison.control}", 60)
-    chart.text(panel.left + panel.width / 2, 12 + height + 36, axis_label)
-    chart.legend(legend, 12 + height + 44)
+    panel.x_ticks = [(v, tick_label(v, x_ticks)) for v in x_ticks]
     return chart
 
 
@@ -455,16 +479,14 @@ def coverage_chart(comparison: Comparison) -> Chart:
         ("control_only", _ARM_COLOURS[0], chart_label(f"{comparison.control} only", 30)),
         ("candidate_only", _ARM_COLOURS[1], chart_label(f"{comparison.candidate} only", 30)),
     )
-    labels = [chart_label(segment_label(r.segment), 30) for r in rows]
-    left = max((text_width(label, FONT_SIZE - 1) for label in labels), default=0.0) + 16
-    chart = Chart(max(720.0, left + 360), 0.0)
-    legend = [Series(label, colour, "bar", [], []) for _, colour, label in parts]
-    height = 36.0 * max(len(rows), 1)
-    chart.height = 12 + height + 44 + chart.legend_height(legend)
     totals = [sum(getattr(row, name) for name, _, _ in parts) for row in rows]
     high = max(totals, default=0) * 1.05 or 1.0
-    panel = chart.panel(
-        left, 12, chart.width - left - 16, height, (0.0, high), (-0.6, len(rows) - 0.4)
+    chart, panel = _row_panel(
+        [chart_label(segment_label(r.segment), 30) for r in rows],
+        36.0,
+        (0.0, high),
+        "queries",
+        [Series(label, colour, "bar", [], []) for _, colour, label in parts],
     )
     ys = [float(len(rows) - 1 - index) for index in range(len(rows))]
     starts = [0.0] * len(rows)
@@ -472,11 +494,8 @@ def coverage_chart(comparison: Comparison) -> Chart:
         values = [float(getattr(row, name)) for row in rows]
         panel.hbars(ys, values, 0.8, colour, label, starts)
         starts = [start + value for start, value in zip(starts, values, strict=True)]
-    panel.y_ticks = list(zip(ys, labels, strict=True))
     x_ticks = [v for v in nice_ticks(0.0, high) if v == int(v)]
-    panel.x_ticks, panel.grid = [(v, f"{int(v):,}") for v in x_ticks], "x"
-    chart.text(panel.left + panel.width / 2, 12 + height + 36, "queries")
-    chart.legend(legend, 12 + height + 44)
+    panel.x_ticks = [(v, f"{int(v):,}") for v in x_ticks]
     return chart
 
 
@@ -842,14 +861,12 @@ def regression_coverage_chart(rows: pd.DataFrame, min_coverage: float | None = N
     variants = sorted(str(v) for v in pd.unique(coverage["variant"]))
     colours = variant_colours(variants)
     by_key = {(str(r["segment"]), str(r["variant"])): r for r in coverage.to_dict("records")}
-    labels = [chart_label(segment_label(s), 30) for s in segments]
-    left = max((text_width(label, FONT_SIZE - 1) for label in labels), default=0.0) + 16
-    chart = Chart(max(720.0, left + 360), 0.0)
-    legend = [Series(chart_label(v, 24), colours[v], "bar", [], []) for v in variants]
-    height = 26.0 * max(len(segments), 1) * max(len(variants), 1)
-    chart.height = 12 + height + 44 + chart.legend_height(legend)
-    panel = chart.panel(
-        left, 12, chart.width - left - 16, height, (0.0, 1.0), (-0.6, len(segments) - 0.4)
+    chart, panel = _row_panel(
+        [chart_label(segment_label(s), 30) for s in segments],
+        26.0 * max(len(variants), 1),
+        (0.0, 1.0),
+        "share of traces annotated",
+        [Series(chart_label(v, 24), colours[v], "bar", [], []) for v in variants],
     )
     bar = 0.8 / max(len(variants), 1)
     for arm, variant in enumerate(variants):
@@ -864,10 +881,7 @@ def regression_coverage_chart(rows: pd.DataFrame, min_coverage: float | None = N
         panel.hbars([y for y, _ in bars], [v for _, v in bars], bar * 0.95, colours[variant], label)
     if min_coverage is not None:
         panel.vline(min_coverage)
-    panel.y_ticks = [(len(segments) - 1 - index, label) for index, label in enumerate(labels)]
-    panel.x_ticks, panel.grid = _SHARE_TICKS, "x"
-    chart.text(panel.left + panel.width / 2, 12 + height + 36, "share of traces annotated")
-    chart.legend(legend, 12 + height + 44)
+    panel.x_ticks = _SHARE_TICKS
     return chart
 
 
