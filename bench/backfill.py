@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, emit, max_abs_diff, oracle_means, parse_args, run_worker
+from bench.common import Row, emit, oracle_means, parse_args
 from bench.generate import Dataset, dataset
-from bench.nightly import dagster_materialize, prepare
+from bench.nightly import command_line, prepare
 from retrieval_pipeline.engine import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
 
 
@@ -56,20 +56,15 @@ def measure(
             env["RETRIEVAL_PIPELINE_STORE"] = str(store)
             if memory_limit:
                 env[MEMORY_LIMIT_ENV] = memory_limit
-            proc = dagster_materialize(env, "--partition-range", f"{names[0]}...{names[-1]}")
-            means, _ = run_worker(
-                "db_means", "--day", names[-1], "--db", env["RETRIEVAL_PIPELINE_DB"]
-            )
             rows.append(
-                Row(
+                command_line(
                     "(c') backfill",
                     f"dagster asset materialize, {days} days in one run, JSONL.gz",
                     size * days,
-                    proc.wall_s,
-                    proc.wall_s,
-                    proc.peak_rss_mib,
-                    max_abs_diff(means["means"], oracle, f"backfill of {days} days"),
-                    means["means"],
+                    env,
+                    oracle,
+                    names[-1],
+                    ["--partition-range", f"{names[0]}...{names[-1]}"],
                     note=f"{size:,} traces a day; DuckDB memory_limit"
                     f" {memory_limit or DEFAULT_MEMORY_LIMIT + ' (the default)'};"
                     " whole process; means of its last day",

@@ -112,22 +112,41 @@ def measure(
         if not cli:
             continue
         _, env = prepare(ds, "nightly_cli")
-        proc = dagster_materialize(env, "--partition", day)
-        means, _ = run_worker("db_means", "--day", day, "--db", env["RETRIEVAL_PIPELINE_DB"])
+        engine = "dagster asset materialize --select '*', JSONL.gz"
         rows.append(
-            Row(
-                "(c) nightly partition",
-                "dagster asset materialize --select '*', JSONL.gz",
-                size,
-                proc.wall_s,
-                proc.wall_s,
-                proc.peak_rss_mib,
-                max_abs_diff(means["means"], oracle, f"dagster CLI at {size}"),
-                means["means"],
-                note="whole process",
+            command_line(
+                "(c) nightly partition", engine, size, env, oracle, day, ["--partition", day]
             )
         )
     return rows
+
+
+def command_line(
+    measurement: str,
+    engine: str,
+    traces: int,
+    env: dict[str, str],
+    oracle: dict,
+    last_day: str,
+    partitions: list[str],
+    note: str = "whole process",
+) -> Row:
+    """`dagster_materialize(env, *partitions)` timed as a whole process; its row, with the
+    means of `last_day` in the warehouse checked against `oracle`."""
+    proc = dagster_materialize(env, *partitions)
+    database = env["RETRIEVAL_PIPELINE_DB"]
+    means, _ = run_worker("db_means", "--day", last_day, "--db", database)
+    return Row(
+        measurement,
+        engine,
+        traces,
+        proc.wall_s,
+        proc.wall_s,
+        proc.peak_rss_mib,
+        max_abs_diff(means["means"], oracle, f"{measurement}, {engine}"),
+        means["means"],
+        note=note,
+    )
 
 
 def materialized(
