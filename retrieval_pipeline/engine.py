@@ -8,6 +8,7 @@ does not finish), so re-running a day never duplicates rows.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Self, TypeAlias
 
@@ -895,20 +896,51 @@ def _trace_records(
         conn.execute("drop view trace_fields")
 
 
-def load_corpus(conn: duckdb.DuckDBPyConnection, path: Path | None) -> int:
-    """Replace `corpus` with the snapshot at `path` (Parquet or CSV); None empties it."""
+@dataclass(frozen=True)
+class CorpusLoad:
+    """What `load_corpus` left in `corpus`."""
+
+    documents: int
+    # True: the file was unchanged since it was loaded at `loaded_at`, and was not read again
+    kept: bool
+    loaded_at: datetime | None  # when the table's snapshot was read; None without a snapshot
+
+
+def load_corpus(conn: duckdb.DuckDBPyConnection, path: Path | None) -> CorpusLoad:
+    """Replace `corpus` with the snapshot at `path` (Parquet or CSV); None empties it.
+
+    A snapshot is not read again while its file and the loader are unchanged since it was loaded
+    (`corpus_snapshot` in sql/schema.sql): the nightly job finds the same snapshot most nights, and
+    reading tens of millions of documents would be most of its `corpus` step."""
     if path is None:
-        raw = pa.table({"doc_id": pa.array([], pa.string())})
-    else:
-        raw = readers.corpus_table(Path(path))
+        with transaction(conn):
+            conn.execute("delete from corpus")
+            conn.execute("delete from corpus_snapshot")
+        return CorpusLoad(0, False, None)
+    statement = load_sql("stg_corpus")
+    snapshot = readers.corpus_fingerprint(Path(path)) | {
+        "loader": hashlib.sha256(statement.encode()).hexdigest()[:16]
+    }
+    kept = conn.execute(load_sql("stg_corpus_kept"), snapshot).fetchall()
+    if kept:
+        ((documents, loaded_at),) = kept
+        return CorpusLoad(int(documents), True, loaded_at)
+    raw = readers.corpus_table(Path(path))
     for column in ("added_at", "deleted_at"):
         if column not in raw.column_names:
             raw = raw.append_column(column, pa.nulls(raw.num_rows, pa.string()))
     with registered(conn, "raw_corpus", raw), transaction(conn):
         conn.execute("delete from corpus")
-        conn.execute("insert into corpus by name " + load_sql("stg_corpus"))
-    row = conn.execute("select count(*) from corpus").fetchone()
-    return int(row[0]) if row else 0
+        conn.execute("insert into corpus by name " + statement)
+        conn.execute("delete from corpus_snapshot")
+        ((documents, loaded_at),) = conn.execute(
+            "insert into corpus_snapshot by name select $source_file as source_file,"
+            " $size_bytes as size_bytes, $modified_ns as modified_ns, $changed_ns as changed_ns,"
+            " $loader as loader, count(*) as documents, now() as loaded_at from corpus"
+            " returning documents, loaded_at",
+            snapshot,
+        ).fetchall()
+    return CorpusLoad(int(documents), False, loaded_at)
 
 
 def build_labels(

@@ -390,6 +390,23 @@ def read_jsonl_files(files: Sequence[TraceFile]) -> pa.Table:
     return pa.concat_tables(tables) if tables else RAW_SCHEMA.empty_table()
 
 
+def corpus_fingerprint(path: Path) -> dict[str, object]:
+    """What tells a corpus snapshot file from its next version without reading it, as make and
+    rsync do: its path, size and times (sql/stg_corpus_kept.sql compares them)."""
+    try:
+        found = path.stat()
+    except FileNotFoundError as exc:
+        raise TraceFileError(f"{path}: no such corpus file") from exc
+    except OSError as exc:
+        raise TraceFileError(f"{path}: cannot read the corpus snapshot ({exc})") from exc
+    return {
+        "source_file": str(path.absolute()),
+        "size_bytes": found.st_size,
+        "modified_ns": found.st_mtime_ns,
+        "changed_ns": found.st_ctime_ns,
+    }
+
+
 def corpus_table(path: Path) -> pa.Table:
     """Read a corpus snapshot (Parquet or CSV with `doc_id`, optional added_at, deleted_at)."""
     if not path.is_file():

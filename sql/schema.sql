@@ -44,6 +44,18 @@ create table if not exists corpus (
     deleted_at timestamptz
 );
 
+-- The file `corpus` was loaded from (no row: the table is empty, or was filled before this was
+-- kept), as sql/stg_corpus_kept.sql compares it with the store's current snapshot.
+create table if not exists corpus_snapshot (
+    source_file varchar not null,       -- absolute path
+    size_bytes bigint not null,
+    modified_ns bigint not null,        -- the file's st_mtime_ns and st_ctime_ns when it was read
+    changed_ns bigint not null,
+    loader varchar not null,            -- a digest of sql/stg_corpus.sql
+    documents bigint not null,          -- rows it gave `corpus`
+    loaded_at timestamptz not null
+);
+
 create table if not exists labels (
     partition_date date not null,
     trace_id varchar not null,

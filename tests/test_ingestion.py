@@ -380,6 +380,45 @@ def test_stale_labels_are_dropped_and_counted(tmp_path: Path) -> None:
     assert (run.traces.annotated, run.traces.unannotated) == (2, 1)
 
 
+def test_an_unchanged_corpus_snapshot_is_not_read_again(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.csv"
+    corpus.write_text("doc_id,deleted_at\na,\nb,\nold,2020-01-01T00:00:00Z\n")
+    conn = engine.connect(tmp_path / "w.duckdb")
+
+    def documents() -> list[str]:
+        return [row[0] for row in conn.execute("select doc_id from corpus order by 1").fetchall()]
+
+    first = engine.load_corpus(conn, corpus)
+    assert (first.documents, first.kept) == (3, False)
+    with mock.patch.object(readers, "corpus_table", side_effect=AssertionError("read again")):
+        assert engine.load_corpus(conn, corpus) == engine.CorpusLoad(3, True, first.loaded_at)
+    assert documents() == ["a", "b", "old"]
+    # rewritten at the same size, its modification time put back (as `cp -p` does)
+    before = corpus.stat()
+    corpus.write_text("doc_id,deleted_at\na,\nc,\nold,2020-01-01T00:00:00Z\n")
+    os.utime(corpus, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = corpus.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert not engine.load_corpus(conn, corpus).kept
+    assert documents() == ["a", "c", "old"]
+    # the table changed behind the loader's back
+    conn.execute("delete from corpus where doc_id = 'c'")
+    assert not engine.load_corpus(conn, corpus).kept
+    assert documents() == ["a", "c", "old"]
+    # a loader whose SQL changed (a new release)
+    statements = {name: engine.load_sql(name) for name in ("stg_corpus", "stg_corpus_kept")}
+    statements["stg_corpus"] += "\n-- changed"
+    with mock.patch.object(engine, "load_sql", statements.__getitem__):
+        assert not engine.load_corpus(conn, corpus).kept
+    # no snapshot empties the table and forgets the file
+    assert engine.load_corpus(conn, None) == engine.CorpusLoad(0, False, None)
+    assert documents() == []
+    assert not engine.load_corpus(conn, corpus).kept
+    assert engine.load_corpus(conn, corpus).kept
+    with pytest.raises(TraceFileError, match=r"nope\.csv: no such corpus file"):
+        engine.load_corpus(conn, tmp_path / "nope.csv")
+
+
 def test_reingesting_a_partition_replaces_it(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "t.jsonl", [json.dumps(good("a")), "{bad"])
     conn = engine.connect(tmp_path / "w.duckdb")

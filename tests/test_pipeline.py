@@ -312,6 +312,24 @@ def test_the_regression_day_materializes_everything_but_the_gate(nightly: Setup)
     assert evaluations["segment_thresholds"].severity == dg.AssetCheckSeverity.ERROR
 
 
+def test_the_second_run_keeps_the_corpus_its_unchanged_snapshot_gave(nightly: Setup) -> None:
+    snapshot = LocalTraceStore(nightly.store).corpus_file()
+    assert snapshot is not None
+    documents = pd.read_parquet(snapshot)["doc_id"].dropna().nunique()
+    (first,) = nightly.range_result.asset_materializations_for_node("corpus")
+    (second,) = nightly.day_result.asset_materializations_for_node("corpus")
+    assert first.metadata["snapshot_read"].value is True
+    assert first.metadata["summary"].value == f"{documents} documents read from {snapshot}"
+    assert second.metadata["snapshot_read"].value is False
+    assert second.metadata["documents"].value == documents
+    assert second.metadata["loaded_at"].value == first.metadata["loaded_at"].value
+    loaded_at = datetime.fromisoformat(first.metadata["loaded_at"].value)
+    assert second.metadata["summary"].value == (
+        f"{documents} documents from {snapshot}, kept as loaded at"
+        f" {loaded_at:%Y-%m-%d %H:%M:%S} UTC: the file has not changed since"
+    )
+
+
 def test_the_report_finds_the_injected_regression_and_nothing_else(nightly: Setup) -> None:
     injected = json.loads((nightly.store / MANIFEST_NAME).read_text())["injected_regression"]
     report = json.loads((nightly.reports / "regression_report_2026-11-30.json").read_text())

@@ -152,22 +152,33 @@ def corpus(
 ) -> dg.MaterializeResult:
     """The current corpus snapshot (the store's newest file), which makes labels stale.
 
-    Without a snapshot the table is empty and no label is treated as stale."""
+    Without a snapshot the table is empty and no label is treated as stale. A snapshot file that
+    has not changed since it was loaded is not read again."""
     store = trace_store.get_store()
     try:
         path = store.corpus_file()
     except TraceStoreError as exc:
         raise dg.Failure(description=str(exc)) from exc
     with warehouse.get_connection() as conn:
-        documents = engine.load_corpus(conn, path)
-    summary = (
-        f"{documents} documents from {path}"
-        if path
-        else f"no corpus snapshot in {store.describe()}: stale-label filtering is off"
-    )
+        loaded = engine.load_corpus(conn, path)
+    if path is None:
+        summary = f"no corpus snapshot in {store.describe()}: stale-label filtering is off"
+    elif loaded.kept:
+        summary = (
+            f"{loaded.documents} documents from {path}, kept as loaded at"
+            f" {loaded.loaded_at:%Y-%m-%d %H:%M:%S} UTC: the file has not changed since"
+        )
+    else:
+        summary = f"{loaded.documents} documents read from {path}"
     context.log.info(summary)
     return dg.MaterializeResult(
-        metadata={"summary": summary, "documents": documents, "snapshot": str(path or "")}
+        metadata={
+            "summary": summary,
+            "documents": loaded.documents,
+            "snapshot": str(path or ""),
+            "snapshot_read": not loaded.kept,
+            "loaded_at": loaded.loaded_at.isoformat() if loaded.loaded_at else "",
+        }
     )
 
 
