@@ -421,7 +421,7 @@ _SCREENED_LENGTHS = 8
 _SCREENED_ROWS = 8_192
 
 
-def _lists_that_may_repeat(ids: pa.ListArray) -> np.ndarray:
+def _lists_that_may_repeat(ids: pa.ChunkedArray) -> np.ndarray:
     """Rows whose list may hold an id twice: two of its items with the same key (`_item_keys`).
     Every real repeat is among them; a false alarm only costs an exact look."""
     found = [
@@ -431,17 +431,15 @@ def _lists_that_may_repeat(ids: pa.ListArray) -> np.ndarray:
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-def _screen(ids: pa.ListArray) -> np.ndarray:
+def _screen(ids: pa.ChunkedArray) -> np.ndarray:
     """`_lists_that_may_repeat` of a few thousand rows.
 
     Lists that share a length are sorted as the rows of one 2D array (production lists mostly
     share the top-k's length), which costs far less than one sort of every item keyed by row."""
-    lengths = pc.list_value_length(ids).fill_null(0).to_numpy(zero_copy_only=False)
-    lengths = lengths.astype(np.int64)
-    items = ids.flatten()
-    if len(items) == 0:
+    lengths = _list_lengths(ids)
+    if not lengths.sum():
         return np.zeros(0, dtype=np.int64)
-    keys = _item_keys(items)
+    keys = np.concatenate([_item_keys(chunk.flatten()) for chunk in ids.chunks])
     firsts = np.cumsum(lengths) - lengths
     values, counts = np.unique(lengths[lengths > 1], return_counts=True)
     common = values[np.argsort(-counts, kind="stable")[:_SCREENED_LENGTHS]]
@@ -478,18 +476,21 @@ def keep_first_occurrences(staged: pa.Table, keep_retrieved_ids: bool = True) ->
     Done here, vectorized, because DuckDB's per-list distinct or sort costs as much as the rest
     of the validation (bench/README.md, "Where the time goes"): the few lists that may repeat an
     id are found at once, then walked exactly."""
-    ids = staged.column("retrieved_ids").combine_chunks()
-    offsets = ids.offsets.to_numpy()
-    keep = np.ones(len(ids.values), dtype=bool)
+    # the lists stay in the pieces they were read in: combining them would copy every id, and the
+    # insert copies them into whole batches anyway (_in_batches_per_thread)
+    ids = staged.column("retrieved_ids")
+    lengths = _list_lengths(ids)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    keep = np.ones(int(offsets[-1]), dtype=bool)
     dropped = np.zeros(staged.num_rows, dtype=np.int32)
     for row in _lists_that_may_repeat(ids):
-        start, end = int(offsets[row]), int(offsets[row + 1])
+        start = int(offsets[row])
         seen: set[object] = set()
-        for position, doc_id in enumerate(ids.values.slice(start, end - start).to_pylist()):
+        for position, doc_id in enumerate(ids[int(row)].as_py()):
             if doc_id in seen:
                 keep[start + position] = False
             seen.add(doc_id)
-        dropped[row] = end - start - int(keep[start:end].sum())
+        dropped[row] = lengths[row] - int(keep[start : offsets[row + 1]].sum())
     if dropped.any():
         labels = _close_up_ranks(
             staged.column("labels").combine_chunks(), np.flatnonzero(dropped), offsets, keep
@@ -500,18 +501,43 @@ def keep_first_occurrences(staged: pa.Table, keep_retrieved_ids: bool = True) ->
         ids = pa.ListArray.from_arrays(
             pa.array(np.zeros(len(ids) + 1, dtype=np.int32)),
             pa.array([], ids.type.value_type),
-            mask=ids.is_null(),
+            mask=ids.is_null().combine_chunks(),
         )
     elif dropped.any():
-        dropped_before = np.concatenate(([0], np.cumsum(dropped, dtype=np.int64)))
-        ids = pa.ListArray.from_arrays(
-            pa.array((offsets - dropped_before).astype(np.int32)),
-            ids.values.filter(pa.array(keep)),
-            mask=ids.is_null(),
-        )
+        ids = _without_items(ids, offsets, dropped, keep)
     staged = staged.set_column(staged.column_names.index("retrieved_ids"), "retrieved_ids", ids)
     return staged.append_column("n_duplicate_ids", pa.array(dropped)).append_column(
         "n_retrieved", n_retrieved
+    )
+
+
+def _list_lengths(lists: pa.ChunkedArray) -> np.ndarray:
+    """Each list's length, 0 for a null one."""
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy()
+    return lengths.astype(np.int64)
+
+
+def _without_items(
+    lists: pa.ChunkedArray, offsets: np.ndarray, dropped: np.ndarray, keep: np.ndarray
+) -> pa.ListArray:
+    """`lists` as one array, without the items `keep` marks False (by position among all items;
+    `offsets` are each list's first, `dropped` how many each loses). The runs of kept items
+    between the dropped few are copied once, whole, rather than item by item."""
+    gone = np.flatnonzero(~keep)
+    starts = np.concatenate(([0], gone + 1))
+    ends = np.concatenate((gone, [len(keep)]))
+    items = pc.list_flatten(lists)
+    runs = [
+        chunk
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
+        if end > start
+        for chunk in items.slice(start, end - start).chunks
+    ]
+    dropped_before = np.concatenate(([0], np.cumsum(dropped, dtype=np.int64)))
+    return pa.ListArray.from_arrays(
+        pa.array((offsets - dropped_before).astype(np.int32)),
+        pa.concat_arrays(runs) if runs else pa.array([], lists.type.value_type),
+        mask=lists.is_null().combine_chunks(),
     )
 
 
