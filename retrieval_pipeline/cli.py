@@ -133,6 +133,8 @@ def summary(run: EvaluationRun) -> dict[str, object]:
         "labels": run.labels.labels,
         "stale_labels_dropped": run.labels.stale,
         "duplicate_ids_dropped": run.ingest.duplicate_ids_dropped,
+        "corpus_documents": run.corpus.documents,
+        "corpus_rows_rejected": run.corpus.rejected,
         "means": run.means(),
     }
 
@@ -159,6 +161,13 @@ def summary_text(run: EvaluationRun) -> str:
         lines += ["", "Quarantined (first 5):"]
         for row in run.quarantine.head(5).itertuples():
             lines.append(f"  {row.source_file}:{row.source_line}: {row.reason}")
+    if run.corpus.rejected:
+        lines += [
+            "",
+            f"Corpus rows that could not be read: {run.corpus.rejected}; their documents are"
+            " left out, so their labels count as stale (first 5):",
+        ]
+        lines += [f"  {reject}" for reject in run.corpus.first_rejects]
     return "\n".join(lines)
 
 

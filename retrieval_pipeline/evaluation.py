@@ -35,6 +35,7 @@ class EvaluationRun:
     ingest: engine.IngestCounts
     labels: engine.LabelCounts
     traces: engine.MetricCounts
+    corpus: engine.CorpusLoad  # no documents, nothing rejected without a corpus
 
     def means(self) -> dict[str, float | None]:
         """Mean of each metric over annotated traces (None when no trace is annotated)."""
@@ -79,7 +80,7 @@ def _evaluate_in(
 ) -> EvaluationRun:
     # the lists of retrieved ids are not kept: nothing here reads them after ingestion
     ingest = engine.ingest_traces(conn, traces, keep_retrieved_ids=False)
-    engine.load_corpus(conn, Path(corpus) if corpus is not None else None)
+    corpus_load = engine.load_corpus(conn, Path(corpus) if corpus is not None else None)
     start, end = engine.ALL_DATES  # the private database holds just this evaluation
     labels = engine.build_labels(conn, start, end, use_corpus=corpus is not None)
     counts = engine.compute_query_metrics(conn, metrics, start, end, gain, relevance_level)
@@ -88,7 +89,7 @@ def _evaluate_in(
         "select source_file, source_line, trace_id, field, reason, raw_record"
         " from quarantine order by source_file, source_line"
     ).df()
-    return EvaluationRun(metrics, per_query, quarantine, ingest, labels, counts)
+    return EvaluationRun(metrics, per_query, quarantine, ingest, labels, counts, corpus_load)
 
 
 def evaluate(

@@ -408,7 +408,8 @@ def corpus_fingerprint(path: Path) -> dict[str, object]:
 
 
 def corpus_table(path: Path) -> pa.Table:
-    """Read a corpus snapshot (Parquet or CSV with `doc_id`, optional added_at, deleted_at)."""
+    """Read a corpus snapshot (Parquet or CSV with `doc_id`, optional added_at, deleted_at), each
+    row with its `source_line`: the CSV line (the header is line 1) or the Parquet row (from 1)."""
     if not path.is_file():
         raise TraceFileError(f"{path}: no such corpus file")
     name = path.name.lower()
@@ -432,4 +433,7 @@ def corpus_table(path: Path) -> pa.Table:
         raise TraceFileError(f"{path}: the corpus snapshot has no doc_id column")
     keep = [c for c in ("doc_id", "added_at", "deleted_at") if c in table.column_names]
     table = table.select(keep)
+    first_line = 1 if name.endswith(".parquet") else 2
+    lines = np.arange(first_line, first_line + table.num_rows, dtype=np.int64)
+    table = table.append_column("source_line", pa.array(lines))
     return table.set_column(0, "doc_id", table.column("doc_id").cast(pa.string()))

@@ -44,6 +44,18 @@ create table if not exists corpus (
     deleted_at timestamptz
 );
 
+-- The corpus snapshot's rows that could not be read (sql/stg_corpus_rows.sql), replaced with
+-- `corpus`: the document is left out, and the row is kept here with the reason.
+create table if not exists corpus_rejects (
+    source_file varchar not null,
+    source_line bigint not null,        -- the CSV line (the header is line 1) or Parquet row
+    doc_id varchar,
+    field varchar not null,
+    reason varchar not null,
+    added_at varchar,                   -- the row's times as given
+    deleted_at varchar
+);
+
 -- The file `corpus` was loaded from (no row: the table is empty, or was filled before this was
 -- kept), as sql/stg_corpus_kept.sql compares it with the store's current snapshot.
 create table if not exists corpus_snapshot (
@@ -51,8 +63,9 @@ create table if not exists corpus_snapshot (
     size_bytes bigint not null,
     modified_ns bigint not null,        -- the file's st_mtime_ns and st_ctime_ns when it was read
     changed_ns bigint not null,
-    loader varchar not null,            -- a digest of sql/stg_corpus.sql
+    loader varchar not null,            -- a digest of the statements that read it
     documents bigint not null,          -- rows it gave `corpus`
+    rejected bigint not null,           -- rows it gave `corpus_rejects`
     loaded_at timestamptz not null
 );
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from retrieval_pipeline import engine, readers
+from retrieval_pipeline import cli, engine, readers
 from retrieval_pipeline.evaluation import run_evaluation
 from retrieval_pipeline.metrics import parse_metrics
 from retrieval_pipeline.readers import TraceFileError
@@ -389,9 +389,9 @@ def test_an_unchanged_corpus_snapshot_is_not_read_again(tmp_path: Path) -> None:
         return [row[0] for row in conn.execute("select doc_id from corpus order by 1").fetchall()]
 
     first = engine.load_corpus(conn, corpus)
-    assert (first.documents, first.kept) == (3, False)
+    assert (first.documents, first.rejected, first.kept) == (3, 0, False)
     with mock.patch.object(readers, "corpus_table", side_effect=AssertionError("read again")):
-        assert engine.load_corpus(conn, corpus) == engine.CorpusLoad(3, True, first.loaded_at)
+        assert engine.load_corpus(conn, corpus) == engine.CorpusLoad(3, 0, True, first.loaded_at)
     assert documents() == ["a", "b", "old"]
     # rewritten at the same size, its modification time put back (as `cp -p` does)
     before = corpus.stat()
@@ -406,17 +406,74 @@ def test_an_unchanged_corpus_snapshot_is_not_read_again(tmp_path: Path) -> None:
     assert not engine.load_corpus(conn, corpus).kept
     assert documents() == ["a", "c", "old"]
     # a loader whose SQL changed (a new release)
-    statements = {name: engine.load_sql(name) for name in ("stg_corpus", "stg_corpus_kept")}
-    statements["stg_corpus"] += "\n-- changed"
+    names = ("stg_corpus_rows", "int_corpus", "stg_corpus_kept")
+    statements = {name: engine.load_sql(name) for name in names}
+    statements["int_corpus"] += "\n-- changed"
     with mock.patch.object(engine, "load_sql", statements.__getitem__):
         assert not engine.load_corpus(conn, corpus).kept
     # no snapshot empties the table and forgets the file
-    assert engine.load_corpus(conn, None) == engine.CorpusLoad(0, False, None)
+    assert engine.load_corpus(conn, None) == engine.CorpusLoad(0, 0, False, None)
     assert documents() == []
     assert not engine.load_corpus(conn, corpus).kept
     assert engine.load_corpus(conn, corpus).kept
     with pytest.raises(TraceFileError, match=r"nope\.csv: no such corpus file"):
         engine.load_corpus(conn, tmp_path / "nope.csv")
+
+
+def test_corpus_rows_that_cannot_be_read_are_rejected_with_their_line_and_reason(
+    tmp_path: Path,
+) -> None:
+    traces = write_lines(
+        tmp_path / "t.jsonl",
+        [
+            json.dumps(good("t1", retrieved_ids=["a", "b", "c"], relevant_ids=["a", "b", "c"])),
+            json.dumps(good("t2", retrieved_ids=["d"], relevant_ids=["d"])),
+        ],
+    )
+    corpus = tmp_path / "corpus.csv"
+    corpus.write_text(
+        "doc_id,added_at,deleted_at\n"
+        "a,2026-01-01T00:00:00Z,\n"
+        "b,2026-01-01T00:00:00Z,last week\n"  # line 3: a deletion time that is no time
+        ",2026-01-01T00:00:00Z,\n"  # line 4: no doc_id
+        "c,yesterday,\n"  # line 5
+        "d,2026-01-01T00:00:00Z,  \n"  # blank: never deleted
+        "d,2026-02-01T00:00:00Z,2026-11-01T00:00:00Z\n"  # d listed twice, deleted once
+    )
+    run = run_evaluation(traces, "recall@10", corpus=corpus)
+    assert (run.corpus.documents, run.corpus.rejected) == (2, 3)  # a and d; 6 rows = 3 + 3
+    assert run.corpus.first_rejects == (
+        f'{corpus}:3: deleted_at is not a timestamp: "last week"',
+        f"{corpus}:4: doc_id is missing",
+        f'{corpus}:5: added_at is not a timestamp: "yesterday"',
+    )
+    # b and c are left out, so their labels are stale (not in the corpus): t1 keeps a only;
+    # d keeps its earliest addition and is not deleted, since one of its rows says so only
+    rows = run.per_query.set_index("trace_id")
+    assert rows.loc["t1", "n_stale_labels"] == 2
+    assert rows.loc["t1", "recall@10"] == 1.0
+    assert rows.loc["t2", "n_stale_labels"] == 0
+    text = cli.summary_text(run)
+    assert "Corpus rows that could not be read: 3; their documents are left out" in text
+    assert f'  {corpus}:3: deleted_at is not a timestamp: "last week"' in text.splitlines()
+    assert cli.summary(run)["corpus_rows_rejected"] == 3
+
+    conn = engine.connect(tmp_path / "w.duckdb")
+    engine.load_corpus(conn, corpus)
+    rejects = conn.execute(
+        "select source_line, doc_id, field, added_at, deleted_at from corpus_rejects order by 1"
+    ).fetchall()
+    assert rejects == [
+        (3, "b", "deleted_at", "2026-01-01T00:00:00Z", "last week"),
+        (4, None, "doc_id", "2026-01-01T00:00:00Z", None),
+        (5, "c", "added_at", "yesterday", None),
+    ]
+    # Parquet rows are numbered from 1, and an empty doc_id is no document either
+    snapshot = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table({"doc_id": ["a", "", "b"]}), snapshot)
+    loaded = engine.load_corpus(conn, snapshot)
+    assert (loaded.documents, loaded.first_rejects) == (2, (f"{snapshot}:2: doc_id is empty",))
+    assert conn.execute("select count(*) from corpus_rejects").fetchone() == (1,)
 
 
 def test_reingesting_a_partition_replaces_it(tmp_path: Path) -> None:

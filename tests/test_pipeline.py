@@ -322,6 +322,7 @@ def test_the_second_run_keeps_the_corpus_its_unchanged_snapshot_gave(nightly: Se
     assert first.metadata["summary"].value == f"{documents} documents read from {snapshot}"
     assert second.metadata["snapshot_read"].value is False
     assert second.metadata["documents"].value == documents
+    assert second.metadata["rows_rejected"].value == first.metadata["rows_rejected"].value == 0
     assert second.metadata["loaded_at"].value == first.metadata["loaded_at"].value
     loaded_at = datetime.fromisoformat(first.metadata["loaded_at"].value)
     assert second.metadata["summary"].value == (

@@ -170,11 +170,20 @@ def corpus(
         )
     else:
         summary = f"{loaded.documents} documents read from {path}"
-    context.log.info(summary)
+    if loaded.rejected:
+        summary += (
+            f"; {loaded.rejected} row(s) could not be read and their documents are left out"
+            f" (table corpus_rejects), first: {loaded.first_rejects[0]}"
+        )
+        context.log.warning(summary)
+    else:
+        context.log.info(summary)
     return dg.MaterializeResult(
         metadata={
             "summary": summary,
             "documents": loaded.documents,
+            "rows_rejected": loaded.rejected,
+            "first_rejected_rows": "\n".join(loaded.first_rejects),
             "snapshot": str(path or ""),
             "snapshot_read": not loaded.kept,
             "loaded_at": loaded.loaded_at.isoformat() if loaded.loaded_at else "",
