@@ -421,6 +421,8 @@ def corpus_table(path: Path) -> pa.Table:
 
             table = pacsv.read_csv(
                 path,
+                # a blank line is a row (of nulls), so that every row's number is its line's
+                parse_options=pacsv.ParseOptions(ignore_empty_lines=False),
                 convert_options=pacsv.ConvertOptions(
                     column_types={"doc_id": pa.string()}, strings_can_be_null=True
                 ),

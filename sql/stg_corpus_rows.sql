@@ -2,7 +2,8 @@
 --
 -- Input: `raw_corpus` (doc_id, source_line, and added_at and deleted_at, null when the snapshot
 -- has no such column), as readers.corpus_table gives it: times typed or as text.
--- A row is rejected when its doc_id is missing or empty, or when added_at or deleted_at holds
+-- A row is rejected when its doc_id is missing (a blank CSV line too) or empty, or when added_at
+-- or deleted_at holds
 -- something that is not a timestamp (an empty one is no time): reading such a time as "none"
 -- would keep a deleted document's labels fresh, or a later one's. engine.load_corpus keeps the
 -- readable rows in `corpus` (sql/int_corpus.sql) and the others in `corpus_rejects`, with their
@@ -53,6 +54,8 @@ final as (
             when bad_deleted then 'deleted_at'
         end as field,
         case
+            when doc_id is null and added_given is null and deleted_given is null
+                then 'doc_id is missing (the row is empty)'
             when doc_id is null then 'doc_id is missing'
             when doc_id = '' then 'doc_id is empty'
             when bad_added

@@ -436,16 +436,18 @@ def test_corpus_rows_that_cannot_be_read_are_rejected_with_their_line_and_reason
         "a,2026-01-01T00:00:00Z,\n"
         "b,2026-01-01T00:00:00Z,last week\n"  # line 3: a deletion time that is no time
         ",2026-01-01T00:00:00Z,\n"  # line 4: no doc_id
-        "c,yesterday,\n"  # line 5
+        "\n"  # line 5: a blank line is a row without one
+        "c,yesterday,\n"  # line 6
         "d,2026-01-01T00:00:00Z,  \n"  # blank: never deleted
         "d,2026-02-01T00:00:00Z,2026-11-01T00:00:00Z\n"  # d listed twice, deleted once
     )
     run = run_evaluation(traces, "recall@10", corpus=corpus)
-    assert (run.corpus.documents, run.corpus.rejected) == (2, 3)  # a and d; 6 rows = 3 + 3
+    assert (run.corpus.documents, run.corpus.rejected) == (2, 4)  # a and d; 7 rows = 3 + 4
     assert run.corpus.first_rejects == (
         f'{corpus}:3: deleted_at is not a timestamp: "last week"',
         f"{corpus}:4: doc_id is missing",
-        f'{corpus}:5: added_at is not a timestamp: "yesterday"',
+        f"{corpus}:5: doc_id is missing (the row is empty)",
+        f'{corpus}:6: added_at is not a timestamp: "yesterday"',
     )
     # b and c are left out, so their labels are stale (not in the corpus): t1 keeps a only;
     # d keeps its earliest addition and is not deleted, since one of its rows says so only
@@ -454,9 +456,9 @@ def test_corpus_rows_that_cannot_be_read_are_rejected_with_their_line_and_reason
     assert rows.loc["t1", "recall@10"] == 1.0
     assert rows.loc["t2", "n_stale_labels"] == 0
     text = cli.summary_text(run)
-    assert "Corpus rows that could not be read: 3; their documents are left out" in text
+    assert "Corpus rows that could not be read: 4; their documents are left out" in text
     assert f'  {corpus}:3: deleted_at is not a timestamp: "last week"' in text.splitlines()
-    assert cli.summary(run)["corpus_rows_rejected"] == 3
+    assert cli.summary(run)["corpus_rows_rejected"] == 4
 
     conn = engine.connect(tmp_path / "w.duckdb")
     engine.load_corpus(conn, corpus)
@@ -466,7 +468,8 @@ def test_corpus_rows_that_cannot_be_read_are_rejected_with_their_line_and_reason
     assert rejects == [
         (3, "b", "deleted_at", "2026-01-01T00:00:00Z", "last week"),
         (4, None, "doc_id", "2026-01-01T00:00:00Z", None),
-        (5, "c", "added_at", "yesterday", None),
+        (5, None, "doc_id", None, None),
+        (6, "c", "added_at", "yesterday", None),
     ]
     # Parquet rows are numbered from 1, and an empty doc_id is no document either
     snapshot = tmp_path / "corpus.parquet"
