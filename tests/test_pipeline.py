@@ -24,13 +24,15 @@ import yaml
 
 from retrieval_pipeline import engine
 from retrieval_pipeline.config import CONFIG_ENV, ConfigError, PipelineConfig
-from retrieval_pipeline.defs import ASSETS, build_defs, checks, defs
+from retrieval_pipeline.defs import ASSETS, assets, build_defs, checks, defs
 from retrieval_pipeline.defs.assets import BLOCKING_CHECK_KEYS, _write_atomically, deploy_gate
 from retrieval_pipeline.defs.resources import (
     DB_ENV,
+    STORE_IDS_ENV,
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
+    store_retrieved_ids,
 )
 from retrieval_pipeline.evaluation import run_evaluation
 from retrieval_pipeline.nightly import OVERALL_SEGMENT
@@ -51,6 +53,7 @@ class Setup:
     instance: dg.DagsterInstance
     range_result: Any = None  # the `nightly` fixture's runs
     day_result: Any = None
+    store_retrieved_ids: bool = True
 
     @property
     def database(self) -> Path:
@@ -67,7 +70,9 @@ class Setup:
     def resources(self) -> dict[str, object]:
         return {
             "trace_store": TraceStoreResource(root=str(self.store)),
-            "warehouse": WarehouseResource(database=str(self.database)),
+            "warehouse": WarehouseResource(
+                database=str(self.database), store_retrieved_ids=self.store_retrieved_ids
+            ),
             "settings": PipelineSettingsResource(
                 reports_dir=str(self.reports), approvals_dir=str(self.approvals)
             ),
@@ -329,6 +334,51 @@ def test_the_second_run_keeps_the_corpus_its_unchanged_snapshot_gave(nightly: Se
         f"{documents} documents from {snapshot}, kept as loaded at"
         f" {loaded_at:%Y-%m-%d %H:%M:%S} UTC: the file has not changed since"
     )
+
+
+def test_traces_stored_without_their_id_lists_are_scored_the_same(
+    nightly: Setup, tmp_path: Path
+) -> None:
+    lean = Setup(nightly.store, tmp_path, dg.DagsterInstance.ephemeral(), store_retrieved_ids=False)
+    result = lean.run([assets.traces, assets.corpus, assets.labels, assets.query_metrics], day=END)
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node("traces")
+    assert materialization.metadata["retrieved_ids_stored"].value is False
+    assert "retrieved id lists not stored" in materialization.metadata["summary"].value
+    traces_sql = (
+        "select trace_id, len(retrieved_ids) as stored, n_retrieved, labels from traces"
+        " where partition_date = $day order by trace_id"
+    )
+    kept, lean_traces = (
+        nightly.query(traces_sql, {"day": END}),
+        lean.query(traces_sql, {"day": END}),
+    )
+    assert len(kept) > 100 and (kept.stored == kept.n_retrieved).all()
+    assert (lean_traces.stored == 0).all()
+    pd.testing.assert_series_equal(lean_traces.n_retrieved, kept.n_retrieved)
+    assert lean_traces.labels.map(str).equals(kept.labels.map(str))  # ranks found all the same
+    metrics_sql = (
+        "select trace_id, metric, value from query_metrics where partition_date = $day"
+        " order by trace_id, metric"
+    )
+    pd.testing.assert_frame_equal(
+        lean.query(metrics_sql, {"day": END}), nightly.query(metrics_sql, {"day": END})
+    )
+
+
+def test_the_store_retrieved_ids_variable_reads_yes_or_no(monkeypatch: pytest.MonkeyPatch) -> None:
+    for text, expected in [
+        ("", True),
+        ("1", True),
+        ("Yes", True),
+        ("0", False),
+        (" false ", False),
+    ]:
+        monkeypatch.setenv(STORE_IDS_ENV, text)
+        assert store_retrieved_ids() is expected
+    monkeypatch.setenv(STORE_IDS_ENV, "off")
+    with pytest.raises(ValueError, match="RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS must be 1, true"):
+        store_retrieved_ids()
 
 
 def test_the_report_finds_the_injected_regression_and_nothing_else(nightly: Setup) -> None:

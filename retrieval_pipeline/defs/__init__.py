@@ -4,7 +4,8 @@ Loading them validates the configuration ($RETRIEVAL_PIPELINE_CONFIG or the buil
 so a bad file fails `dagster definitions validate` and the UI's code location with a message
 naming the key. Locations: $RETRIEVAL_PIPELINE_STORE (trace store, default data/store),
 $RETRIEVAL_PIPELINE_DB (DuckDB file, default data/warehouse.duckdb),
-$RETRIEVAL_PIPELINE_REPORTS and $RETRIEVAL_PIPELINE_APPROVALS (default: beside the database).
+$RETRIEVAL_PIPELINE_REPORTS and $RETRIEVAL_PIPELINE_APPROVALS (default: beside the database);
+$RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS=0 stores traces without their id lists.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
+    store_retrieved_ids,
 )
 from retrieval_pipeline.defs.schedules import nightly_job, nightly_schedule
 
@@ -70,6 +72,7 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),
                 connection_config={"memory_limit": engine.memory_limit()},
+                store_retrieved_ids=store_retrieved_ids(),
             ),
             "settings": PipelineSettingsResource(
                 config_path=str(path.absolute()) if path else None,

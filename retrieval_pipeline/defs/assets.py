@@ -104,7 +104,13 @@ def traces(
     with warehouse.get_connection() as conn:
         for day, files in files_by_day:
             try:
-                per_day.append((day, engine.ingest_traces(conn, files, partition_date=day)))
+                counts = engine.ingest_traces(
+                    conn,
+                    files,
+                    partition_date=day,
+                    keep_retrieved_ids=warehouse.store_retrieved_ids,
+                )
+                per_day.append((day, counts))
             except (readers.TraceFileError, OSError) as exc:
                 # the day keeps what it held before: its replacement is one transaction (an
                 # OSError: a staging file could not be written, e.g. a full disk)
@@ -124,6 +130,11 @@ def traces(
         )
     if empty:
         summary += "; no data for " + ", ".join(empty)
+    if not warehouse.store_retrieved_ids:
+        summary += (
+            "; retrieved id lists not stored (RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS):"
+            " n_retrieved keeps each list's length"
+        )
     context.log.info(summary)
     return dg.MaterializeResult(
         metadata={
@@ -135,6 +146,7 @@ def traces(
             "quarantine_rate": quarantined / read if read else float("nan"),
             "duplicate_ids_dropped": sum(c.duplicate_ids_dropped for _, c in per_day),
             "records_outside_day": outside,
+            "retrieved_ids_stored": warehouse.store_retrieved_ids,
             "store": store.describe(),
             "per_day": _md_table(
                 ["day", "files", "read", "valid", "quarantined"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,8 +20,19 @@ DB_ENV = "RETRIEVAL_PIPELINE_DB"
 STORE_ENV = "RETRIEVAL_PIPELINE_STORE"
 REPORTS_ENV = "RETRIEVAL_PIPELINE_REPORTS"
 APPROVALS_ENV = "RETRIEVAL_PIPELINE_APPROVALS"
+STORE_IDS_ENV = "RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS"
 DEFAULT_DB = "data/warehouse.duckdb"
 DEFAULT_STORE = "data/store"
+
+
+def store_retrieved_ids() -> bool:
+    """$RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS as a yes or no (unset: yes)."""
+    text = os.environ.get(STORE_IDS_ENV, "").strip().lower()
+    if text in ("", "1", "true", "yes"):
+        return True
+    if text in ("0", "false", "no"):
+        return False
+    raise ValueError(f"{STORE_IDS_ENV} must be 1, true, yes, 0, false or no, not {text!r}")
 
 
 class TraceStoreResource(dg.ConfigurableResource):
@@ -41,9 +53,14 @@ class WarehouseResource(DuckDBResource):
     engine (`engine.connect`: its row groups, a UTC session, the tables and macros).
 
     `compact_strings` turns DuckDB's DICT_FSST string compression back on: files about 2.7x
-    smaller, for a nightly run several times slower to write (`engine.prepare`)."""
+    smaller, for a nightly run several times slower to write (`engine.prepare`).
+
+    Without `store_retrieved_ids` each trace is stored with an empty `retrieved_ids` (its
+    `n_retrieved`, labels and their ranks as usual): nothing downstream reads the lists, and
+    storing them is about a third of a day's ingestion (bench/README.md)."""
 
     compact_strings: bool = False
+    store_retrieved_ids: bool = True
 
     def _ensure_folder(self) -> None:
         if self.database != ":memory:":
