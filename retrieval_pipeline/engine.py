@@ -312,7 +312,7 @@ def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[r
     with _converter(conn) as converter:
         for start in range(0, rows.num_rows, ROWS_PER_PIECE):
             piece = rows.slice(start, ROWS_PER_PIECE)
-            yield readers.RawPiece(_rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1))
+            yield _rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1)
 
 
 def _file_pieces(
@@ -324,8 +324,7 @@ def _file_pieces(
                 yield from readers.jsonl_file_pieces(trace_file.path, order)
             else:
                 for first_row, rows in readers.parquet_pieces(trace_file.path, ROWS_PER_PIECE):
-                    raw = _rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
-                    yield readers.RawPiece(raw)
+                    yield _rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
 
 
 @contextmanager
@@ -346,18 +345,23 @@ def _rows_as_raw(
     source_file: str,
     file_order: int,
     first_row: int = 1,
-) -> pa.Table:
+) -> readers.RawPiece:
     """Parquet or Arrow rows (numbered from `first_row`) as JSON text, so one set of rules
-    validates every input."""
+    validates every input, and as the plain lane's fields where the columns are typed as it
+    reads them (`_typed_fields`)."""
     if "__source_row" in rows.column_names:
         raise readers.TraceFileError(f"{source_file}: column name __source_row is reserved")
     rows = readers.struct_scores_as_json(rows)
     try:
-        return _rows_as_json(conn, rows, source_file, file_order, first_row)
+        raw = _rows_as_json(conn, rows, source_file, file_order, first_row)
     except duckdb.InvalidInputException as exc:
         if "duplicate key" not in str(exc):
             raise
-        return _rows_as_json(conn, readers.maps_as_json(rows), source_file, file_order, first_row)
+        maps_as_text = readers.maps_as_json(rows)
+        return readers.RawPiece(
+            _rows_as_json(conn, maps_as_text, source_file, file_order, first_row)
+        )
+    return readers.RawPiece(raw, typed=_typed_fields(conn, rows))
 
 
 def _rows_as_json(
@@ -376,6 +380,75 @@ def _rows_as_json(
             params={"source_file": source_file, "file_order": file_order},
         ).to_arrow_table()
     return raw.cast(readers.RAW_SCHEMA)
+
+
+def _typed_fields(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> pa.Table | None:
+    """The fields of Parquet or Arrow rows as the plain lane reads them (PLAIN_FIELDS and
+    scores_json), without parsing their JSON text: None unless every column is already of a type
+    the JSON text of which the plain lane would read back as the same value (ids as strings and
+    lists of strings, the timestamp as a string or a timestamp, relevance_scores as a map of
+    numbers). A column of another type (integer ids, say) leaves the rows to the JSON lane, which
+    reads and names what it finds."""
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {}
+    for field in PLAIN_FIELDS:
+        if field.name not in rows.column_names:
+            if field.name in readers.REQUIRED_FIELDS:
+                return None
+            columns[field.name] = pa.nulls(rows.num_rows, field.type)
+            continue
+        column = rows.column(field.name)
+        optional_nulls = pa.types.is_null(column.type) and field.name not in readers.REQUIRED_FIELDS
+        if field.name == "timestamp" and pa.types.is_timestamp(column.type):
+            columns[field.name] = column  # as text below, as to_json writes it
+        elif optional_nulls or _is_plain_type(column.type, field.type):
+            columns[field.name] = column.cast(field.type)
+        else:
+            return None
+    scores = (
+        rows.column("relevance_scores")
+        if "relevance_scores" in rows.column_names
+        else pa.nulls(rows.num_rows, pa.map_(pa.string(), pa.float64()))
+    )
+    if not (pa.types.is_null(scores.type) or _is_map_of_grades(scores.type)):
+        return None
+    # the text of the timestamp and of the grades, each as the record's JSON text holds it
+    parts = pa.table({"timestamp": columns["timestamp"], "relevance_scores": scores})
+    with registered(conn, "typed_rows", parts):
+        texts = conn.sql(load_sql("stg_typed_rows_as_text")).to_arrow_table()
+    columns["timestamp"] = texts.column("timestamp")
+    fields = pa.table(columns, schema=PLAIN_FIELDS)
+    return fields.append_column("scores_json", texts.column("scores_json"))
+
+
+def _is_string_type(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    )
+
+
+def _is_plain_type(kind: pa.DataType, plain: pa.DataType) -> bool:
+    """Whether a column of type `kind` holds what the plain lane reads as `plain`: a string, or a
+    list of strings."""
+    if pa.types.is_list(plain):
+        return bool(
+            (pa.types.is_list(kind) or pa.types.is_large_list(kind))
+            and _is_string_type(kind.value_type)
+        )
+    return _is_string_type(kind)
+
+
+def _is_map_of_grades(kind: pa.DataType) -> bool:
+    """A map of string keys to integers or 32- or 64-bit floats, which to_json writes as
+    numbers."""
+    return bool(
+        pa.types.is_map(kind)
+        and _is_string_type(kind.key_type)
+        and (
+            pa.types.is_integer(kind.item_type)
+            or pa.types.is_float32(kind.item_type)
+            or pa.types.is_float64(kind.item_type)
+        )
+    )
 
 
 def _item_keys(items: pa.Array) -> np.ndarray:
@@ -826,13 +899,33 @@ def _plain_lane(
     plain = _plain_fields(conn, piece)
     if plain is None:
         return None
-    with registered(conn, "plain_records", plain):
+    with _as_plain_records(conn, plain):
         staged = _trace_records(
             conn, "stg_plain_trace_fields", partition_date, without=["retrieved_ids"]
         )
     if staged is None:
         return None
     return _with_column_of(staged, plain, "retrieved_ids")
+
+
+@contextmanager
+def _as_plain_records(conn: duckdb.DuckDBPyConnection, fields: pa.Table) -> Iterator[None]:
+    """`fields` (`_plain_fields`) as the `plain_records` that sql/stg_plain_trace_fields.sql
+    reads: typed rows have their grades as text already, a JSON-lines piece's are taken from its
+    lines (sql/stg_plain_scores_from_lines.sql)."""
+    if "scores_json" in fields.column_names:
+        with registered(conn, "plain_records", fields):
+            yield
+        return
+    with registered(conn, "parsed_records", fields):
+        conn.execute(
+            "create or replace temp view plain_records as "
+            + load_sql("stg_plain_scores_from_lines")
+        )
+        try:
+            yield
+        finally:
+            conn.execute("drop view plain_records")
 
 
 def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:
@@ -872,10 +965,15 @@ NOT_PLAIN = "not a plain piece"
 
 
 def _plain_fields(conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece) -> pa.Table | None:
-    """The piece's records (registered as `raw_records`) typed by pyarrow's strict JSON reader,
-    with their file, line and text; None when its text is not one JSON object per line of the
-    types in PLAIN_FIELDS."""
-    if piece.jsonl is None or piece.records.num_rows == 0:
+    """The piece's records (registered as `raw_records`) as the plain lane's typed fields, with
+    their file, line and text: the typed rows' own (`_typed_fields`), or a JSON-lines piece's
+    text typed by pyarrow's strict JSON reader; None when the records are neither typed rows nor
+    one JSON object per line of the types in PLAIN_FIELDS."""
+    if piece.records.num_rows == 0:
+        return None
+    if piece.typed is not None:
+        return _in_scan_batches(_with_raw_columns(piece.typed, piece.records))
+    if piece.jsonl is None:
         return None
     # pyarrow's reader crashes on a JSON null between records, and reads two objects on one line
     # as two records: it is given only lines that are each one JSON object
@@ -895,9 +993,14 @@ def _plain_fields(conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece) -> p
         return None
     if typed.num_rows != piece.records.num_rows:
         return None
+    return _in_scan_batches(_with_raw_columns(typed, piece.records))
+
+
+def _with_raw_columns(fields: pa.Table, records: pa.Table) -> pa.Table:
+    """`fields` with each record's file, line and text, from `records` (the same rows)."""
     for name in ("source_file", "file_order", "source_line", "raw_record"):
-        typed = typed.append_column(name, piece.records.column(name))
-    return _in_scan_batches(typed)
+        fields = fields.append_column(name, records.column(name))
+    return fields
 
 
 def _trace_records(

@@ -245,13 +245,15 @@ def _clean_jsonl_table(data: bytes, name: str, order: int, first_line: int = 1) 
 
 @dataclass(frozen=True)
 class RawPiece:
-    """Raw records of one piece of an ingestion; `jsonl` is the piece's text when the records are
-    exactly its non-empty lines, in order and unmended (no byte-order mark, carriage return,
-    whitespace-only line, invalid UTF-8 or cut-off stream): the plain lane of validation parses
-    that text directly (engine._plain_fields)."""
+    """Raw records of one piece of an ingestion, and what the plain lane of validation reads
+    instead of parsing them again (engine._plain_fields): `jsonl`, the piece's text, when the
+    records are exactly its non-empty lines, in order and unmended (no byte-order mark, carriage
+    return, whitespace-only line, invalid UTF-8 or cut-off stream); `typed`, the fields as the
+    columns of Parquet or Arrow rows already typed them (engine._typed_fields)."""
 
     records: pa.Table
     jsonl: bytes | None = None
+    typed: pa.Table | None = None
 
 
 def jsonl_piece(

@@ -1,12 +1,15 @@
 -- The plain lane of validation: a piece of plain records as typed fields, the same rows as
--- sql/stg_trace_fields.sql gives for them (tests hold the two equal), in three quarters of its
--- time with pyarrow's parse (0.48 s against 0.65 s for 55k traces of 100 ids).
+-- sql/stg_trace_fields.sql gives for them (tests hold the two equal), without parsing each record
+-- as JSON again: pyarrow's parse of a JSON-lines piece took three quarters of that lane's time
+-- (0.48 s against 0.65 s for 55k traces of 100 ids), and Parquet or Arrow rows of these types
+-- need no parse at all.
 --
 -- Input: `plain_records` (source_file, file_order, source_line, raw_record, and trace_id,
--- query_id, timestamp, retrieved_ids, relevant_ids, segment, variant, label_source as pyarrow's
--- strict JSON reader typed them: ids and lists of ids as strings, engine.PLAIN_FIELDS), one row
--- per line of a piece whose every line is one JSON object. relevance_scores is read here, since
--- that reader has no map type.
+-- query_id, timestamp, retrieved_ids, relevant_ids, segment, variant, label_source typed as
+-- engine.PLAIN_FIELDS: ids and lists of ids as strings; scores_json, relevance_scores as JSON
+-- text, null when absent or null), one row per record: pyarrow's strict JSON reader's fields of a
+-- JSON-lines piece whose every line is one JSON object (sql/stg_plain_scores_from_lines.sql), or
+-- the fields of Parquet or Arrow rows whose columns have those types (engine._typed_fields).
 -- Output: one row per record, every one valid. A record that the JSON lane would quarantine (a
 -- missing or empty field, an unparsable timestamp, a null or empty id, a grade that is not a
 -- finite number >= 0, a document graded twice) raises the error 'not a plain piece', and the
@@ -14,22 +17,13 @@
 
 with
 
-scores as (
-    select
-        *,
-        -- json_extract writes the object out again in one form: numbers are bare digits, so a
-        -- pattern tells a grade that is a number from any other value
-        nullif(json_extract(raw_record, '$.relevance_scores')::varchar, 'null') as scores_json
-    from plain_records
-),
-
 grades as (
     select
         *,
         -- null for an object that repeats a key (as in the JSON lane)
         from_json(scores_json, '"MAP(VARCHAR, DOUBLE)"') as scores_map,
         within_date_range(iso_timestamp(timestamp)) as served_at
-    from scores
+    from plain_records
 ),
 
 checked as (
@@ -51,6 +45,8 @@ checked as (
             )
             and (
                 scores_json is null
+                -- scores_json is written in one form (JSON's own writer): numbers are bare
+                -- digits, so a pattern tells a grade that is a number from any other value
                 or regexp_full_match(
                     scores_json,
                     '[{](("([^"\\]|\\.)*":-?[0-9][0-9.eE+-]*)'
