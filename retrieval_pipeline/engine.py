@@ -281,9 +281,7 @@ def _raw_record_pieces(
     """The number of files, and every record of `source` as raw JSON text with its file and
     line (or row), a piece at a time, in file then line order."""
     if isinstance(source, pd.DataFrame):
-        # pandas' own JSON keeps dict columns as objects (Arrow would make them wide structs).
-        text = source.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
-        return 1, iter([readers.jsonl_piece(text.encode("utf-8"), "<DataFrame>")])
+        return 1, _frame_pieces(source)
     if isinstance(source, pa.Table):
         return 1, _table_pieces(conn, source)
     files = readers.discover(source)
@@ -306,6 +304,16 @@ def _read_ahead(pieces: Iterator[readers.RawPiece]) -> Iterator[readers.RawPiece
             close = getattr(pieces, "close", None)
             if close is not None:
                 close()
+
+
+def _frame_pieces(frame: pd.DataFrame) -> Iterator[readers.RawPiece]:
+    """A DataFrame's rows as JSON lines (pandas' own JSON keeps dict columns as objects, where
+    Arrow would make them wide structs), a piece at a time: written whole, the text of 100k
+    traces took 0.3 GiB more at once."""
+    for start in range(0, len(frame), ROWS_PER_PIECE):
+        rows = frame.iloc[start : start + ROWS_PER_PIECE]
+        text = rows.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
+        yield readers.jsonl_piece(text.encode("utf-8"), "<DataFrame>", first_line=start + 1)
 
 
 def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[readers.RawPiece]:

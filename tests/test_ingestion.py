@@ -759,6 +759,42 @@ def test_pieces_do_not_change_any_outcome(tmp_path: Path, monkeypatch: pytest.Mo
     assert any("gzip stream is truncated" in r for r in reasons)
 
 
+def test_a_dataframe_is_read_in_pieces_numbered_by_its_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # rows 1-20; row 9 lacks its query_id, rows 12 and 19 repeat row 2's trace_id
+    rows = [good(f"t{i}", retrieved_ids=["a", f"d{i}", "a"]) for i in range(1, 21)]
+    rows[8]["query_id"] = None
+    rows[11]["trace_id"] = rows[18]["trace_id"] = "t2"
+    frame = pd.DataFrame(rows)
+
+    def outcome() -> tuple[object, ...]:
+        run = run_evaluation(frame, "mrr")
+        quarantine = run.quarantine[["source_file", "source_line", "reason"]].to_dict("list")
+        return run.ingest, run.per_query.to_dict("list"), quarantine
+
+    whole = outcome()
+    monkeypatch.setattr(engine, "ROWS_PER_PIECE", 7)
+    pieces = [
+        piece.records.column("source_line").to_pylist() for piece in engine._frame_pieces(frame)
+    ]
+    assert pieces == [list(range(1, 8)), list(range(8, 15)), list(range(15, 21))]
+    assert outcome() == whole
+    ingest, per_query, quarantine = whole
+    assert isinstance(ingest, engine.IngestCounts)
+    assert (ingest.read, ingest.valid, ingest.duplicate_ids_dropped) == (20, 17, 17)
+    assert quarantine == {
+        "source_file": ["<DataFrame>"] * 3,
+        "source_line": [9, 12, 19],
+        "reason": [
+            "missing required field query_id",
+            "duplicate trace_id t2 (first seen at <DataFrame> line 2)",
+            "duplicate trace_id t2 (first seen at <DataFrame> line 2)",
+        ],
+    }
+    assert isinstance(per_query, dict) and len(per_query["trace_id"]) == 17
+
+
 def test_a_failed_ingestion_keeps_the_day_and_no_staging_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
