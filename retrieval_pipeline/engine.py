@@ -354,40 +354,76 @@ def _rows_as_raw(
     file_order: int,
     first_row: int = 1,
 ) -> readers.RawPiece:
-    """Parquet or Arrow rows (numbered from `first_row`) as JSON text, so one set of rules
-    validates every input, and as the plain lane's fields where the columns are typed as it
-    reads them (`_typed_fields`)."""
-    if "__source_row" in rows.column_names:
-        raise readers.TraceFileError(f"{source_file}: column name __source_row is reserved")
+    """Parquet or Arrow rows (numbered from `first_row`) as raw records, so one set of rules
+    validates every input. Where the columns are typed as the plain lane reads them
+    (`_typed_fields`) the rows' JSON text is left to be written where it is read (a quarantined
+    record, the JSON lane): writing it for every row was a quarter of a Parquet file's
+    ingestion."""
     rows = readers.struct_scores_as_json(rows)
+    numbered = readers.numbered_rows(rows, source_file, file_order, first_row)
     try:
-        raw = _rows_as_json(conn, rows, source_file, file_order, first_row)
+        typed = _typed_fields(conn, rows)
+    except duckdb.InvalidInputException as exc:
+        if "duplicate key" not in str(exc):
+            raise
+        typed = None  # a map that repeats a key: read as text below
+    if typed is not None and not any(pa.types.is_map(kind) for kind in _other_types(rows)):
+        return readers.RawPiece(_records_without_text(numbered), typed=typed, rows=numbered)
+    try:
+        raw = _rows_as_json(conn, numbered)
     except duckdb.InvalidInputException as exc:
         if "duplicate key" not in str(exc):
             raise
         maps_as_text = readers.maps_as_json(rows)
-        return readers.RawPiece(
-            _rows_as_json(conn, maps_as_text, source_file, file_order, first_row)
-        )
-    return readers.RawPiece(raw, typed=_typed_fields(conn, rows))
+        numbered = readers.numbered_rows(maps_as_text, source_file, file_order, first_row)
+        return readers.RawPiece(_rows_as_json(conn, numbered))
+    return readers.RawPiece(raw, typed=typed)
 
 
-def _rows_as_json(
-    conn: duckdb.DuckDBPyConnection,
-    rows: pa.Table,
-    source_file: str,
-    file_order: int,
-    first_row: int,
-) -> pa.Table:
-    numbered = rows.append_column(
-        "__source_row", pa.array(range(first_row, first_row + rows.num_rows), pa.int64())
-    )
+def _other_types(rows: pa.Table) -> list[pa.DataType]:
+    """The types of the columns that are not fields of the plain lane."""
+    return [field.type for field in rows.schema if field.name not in TYPED_FIELD_NAMES]
+
+
+def _rows_as_json(conn: duckdb.DuckDBPyConnection, numbered: pa.Table) -> pa.Table:
+    """Every row of `numbered` (readers.numbered_rows) as a raw record with its JSON text."""
     with registered(conn, "raw_rows", numbered):
-        raw = conn.sql(
-            load_sql("stg_rows_as_json"),
-            params={"source_file": source_file, "file_order": file_order},
-        ).to_arrow_table()
+        raw = conn.sql(load_sql("stg_rows_as_json")).to_arrow_table()
     return raw.cast(readers.RAW_SCHEMA)
+
+
+def _records_without_text(numbered: pa.Table) -> pa.Table:
+    """The raw records of `numbered`'s rows with a null raw_record, for a piece whose text is
+    written where it is read (`_raw_records`)."""
+    count = numbered.num_rows
+    return pa.table(
+        [
+            numbered.column("__source_file"),
+            numbered.column("__file_order"),
+            numbered.column("__source_row"),
+            pa.nulls(count, pa.string()),
+            pa.nulls(count, pa.string()),
+        ],
+        schema=readers.RAW_SCHEMA,
+    )
+
+
+@contextmanager
+def _raw_records(conn: duckdb.DuckDBPyConnection, piece: readers.RawPiece) -> Iterator[None]:
+    """The piece's raw records as `raw_records` for the block: its table, or, for rows whose text
+    is written where it is read, a view of them (sql/stg_rows_as_json.sql). DuckDB then writes
+    the text of the rows a statement reads: none for a plain piece without a repeated trace_id
+    (an inner join with nothing on its other side reads none)."""
+    if piece.rows is None:
+        with registered(conn, "raw_records", _in_scan_batches(piece.records)):
+            yield
+        return
+    with registered(conn, "raw_rows", _in_scan_batches(piece.rows)):
+        conn.execute("create or replace temp view raw_records as " + load_sql("stg_rows_as_json"))
+        try:
+            yield
+        finally:
+            conn.execute("drop view raw_records")
 
 
 def _typed_fields(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> pa.Table | None:
@@ -887,7 +923,7 @@ def _stage_records(
     Its typed fields come from the plain lane (sql/stg_plain_trace_fields.sql) when every record
     is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
     and names what is wrong with it: both give the same rows for a plain piece."""
-    with registered(conn, "raw_records", _in_scan_batches(piece.records)):
+    with _raw_records(conn, piece):
         staged = _plain_lane(conn, piece, partition_date)
         if staged is None:
             staged = _trace_records(conn, "stg_trace_fields", partition_date)
@@ -968,6 +1004,8 @@ PLAIN_FIELDS = pa.schema(
         ("label_source", pa.string()),
     ]
 )
+# The fields `_typed_fields` reads from Parquet or Arrow columns.
+TYPED_FIELD_NAMES = frozenset(PLAIN_FIELDS.names) | {"relevance_scores"}
 # What sql/stg_plain_trace_fields.sql raises for a record that is not plainly valid.
 NOT_PLAIN = "not a plain piece"
 

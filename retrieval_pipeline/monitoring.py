@@ -970,9 +970,8 @@ def read_new_parquet_rows(
         return [], progress, None
     # Imported here: only Parquet needs them, and `monitor` must start without them.
     import duckdb
-    import pyarrow as pa
 
-    from retrieval_pipeline.readers import TraceFileError, parquet_table
+    from retrieval_pipeline.readers import TraceFileError, numbered_rows, parquet_table
     from retrieval_pipeline.sql_files import load_sql
 
     try:
@@ -982,14 +981,14 @@ def read_new_parquet_rows(
         return [], waiting, f"{exc}; read again when the file changes"
     start = min(progress.offset, table.num_rows)
     stop = table.num_rows if limit is None else min(table.num_rows, start + limit)
-    rows = table.slice(start, stop - start)
-    numbers = pa.array(range(start + 1, stop + 1), type=pa.int64())
-    numbered = rows.append_column("__source_row", numbers)
+    try:
+        numbered = numbered_rows(table.slice(start, stop - start), name, 0, start + 1)
+    except TraceFileError as exc:
+        waiting = replace(progress, seen_size=stat.st_size, seen_mtime_ns=stat.st_mtime_ns)
+        return [], waiting, f"{exc}; read again when the file changes"
     with duckdb.connect() as conn:
         conn.register("raw_rows", numbered)
-        raw = conn.execute(
-            load_sql("stg_rows_as_json"), {"source_file": name, "file_order": 0}
-        ).fetchall()
+        raw = conn.execute(load_sql("stg_rows_as_json")).fetchall()
     done = stop == table.num_rows
     new = FileProgress(
         offset=stop,

@@ -254,6 +254,9 @@ class RawPiece:
     records: pa.Table
     jsonl: bytes | None = None
     typed: pa.Table | None = None
+    # Parquet or Arrow rows (`numbered_rows`) whose JSON text is written only where SQL reads it
+    # (sql/stg_rows_as_json.sql as the view `raw_records`): `records`' raw_record is then null.
+    rows: pa.Table | None = None
 
 
 def jsonl_piece(
@@ -277,6 +280,26 @@ def jsonl_piece(
             [pa.array(col, type=f.type) for col, f in zip(columns, RAW_SCHEMA, strict=True)],
             schema=RAW_SCHEMA,
         )
+    )
+
+
+# The columns `numbered_rows` adds; a file's own column of one of these names is refused.
+ROW_NUMBER_COLUMNS = ("__source_file", "__file_order", "__source_row")
+
+
+def numbered_rows(rows: pa.Table, source_file: str, file_order: int, first_row: int) -> pa.Table:
+    """Parquet or Arrow rows with their file, its order and each row's number (from
+    `first_row`), as sql/stg_rows_as_json.sql reads them."""
+    for name in ROW_NUMBER_COLUMNS:
+        if name in rows.column_names:
+            raise TraceFileError(f"{source_file}: column name {name} is reserved")
+    count = rows.num_rows
+    return (
+        rows.append_column(
+            "__source_file", pa.array([source_file], pa.string()).take(np.zeros(count, np.int64))
+        )
+        .append_column("__file_order", pa.array(np.full(count, file_order, dtype=np.int32)))
+        .append_column("__source_row", pa.array(np.arange(first_row, first_row + count)))
     )
 
 

@@ -345,6 +345,16 @@ def test_parquet_rows_follow_the_same_rules(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize("name", readers.ROW_NUMBER_COLUMNS)
+def test_a_parquet_column_named_as_the_row_numbers_is_a_file_error(
+    tmp_path: Path, name: str
+) -> None:
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pylist([{**good("a"), name: 1}]), path)
+    with pytest.raises(TraceFileError, match=f"t.parquet: column name {name} is reserved"):
+        run_evaluation(path, "mrr")
+
+
 def test_parquet_without_a_required_column_is_a_file_error(tmp_path: Path) -> None:
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"trace_id": ["a"], "query_id": ["q"], "timestamp": ["x"]}), path)

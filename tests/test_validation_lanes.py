@@ -276,7 +276,10 @@ def typed_lanes(
     with mock.patch.object(engine, "_trace_records", wraps=engine._trace_records) as spy:
         staged_rows = staged(conn, piece, partition_date)
     taken = [call.args[1] for call in spy.call_args_list]
-    return taken, staged_rows, staged(conn, readers.RawPiece(piece.records), partition_date)
+    # the JSON lane reads the records' text, written for every row
+    texts = piece.records if piece.rows is None else engine._rows_as_json(conn, piece.rows)
+    assert texts.column("raw_record").null_count == 0
+    return taken, staged_rows, staged(conn, readers.RawPiece(texts), partition_date)
 
 
 GRADES = pa.map_(pa.string(), pa.int32())
@@ -300,8 +303,10 @@ def test_typed_rows_are_read_by_the_plain_lane_without_their_json(
         }
     )
     piece = engine._rows_as_raw(conn, rows, "t.parquet", 0)
-    assert piece.typed is not None
+    assert piece.typed is not None and piece.rows is not None
     assert piece.typed.column("scores_json").to_pylist() == ['{"d3":3,"d9":0}', None, "{}"]
+    # the rows' JSON text is not written until a statement reads it
+    assert piece.records.column("raw_record").null_count == 3
     taken, staged_rows, json_rows = typed_lanes(conn, rows)
     assert taken == ["stg_plain_trace_fields"]
     assert staged_rows == json_rows
@@ -489,7 +494,10 @@ def test_typed_rows_give_the_rows_of_the_json_lane(
     conn: duckdb.DuckDBPyConnection, rows: pa.Table, partition_date: date | None
 ) -> None:
     taken, staged_rows, json_rows = typed_lanes(conn, rows, partition_date)
-    assert staged_rows == json_rows
+    # as text: a NaN grade (of a quarantined record) is not == itself
+    assert repr([sorted(row.items()) for row in staged_rows]) == repr(
+        [sorted(row.items()) for row in json_rows]
+    )
     # no record quarantined for its own fields (repeats aside): read without JSON
     if all(
         row["reason"] is None or str(row["reason"]).startswith("duplicate") for row in staged_rows
