@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
 from datetime import date, datetime
@@ -712,7 +712,10 @@ def ingest_traces(
     create_seen_trace_ids(conn)
     ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
     try:
-        with _piece_writer(conn, partition_date, dates) as write_piece:
+        with (
+            _piece_writer(conn, partition_date, dates) as write_piece,
+            _written_behind(conn, write_piece) as write,
+        ):
             for number, piece in enumerate(_read_ahead(pieces)):
                 staged = _stage_records(conn, piece, partition_date, keep_retrieved_ids)
                 staged = _in_batches_per_thread(staged, int(threads))
@@ -723,7 +726,7 @@ def ingest_traces(
                             " where partition_date is not null"
                         ).fetchall()
                         dates.update(row[0] for row in rows)
-                    write_piece(number)
+                    write(staged, number)
                     conn.execute(
                         "insert into seen_trace_ids select trace_id, file_order, source_file,"
                         " source_line from stg_trace_records where reason is null"
@@ -744,11 +747,61 @@ def ingest_traces(
     )
 
 
+# Stores a piece (registered as `stg_trace_records` on the connection it is given) by its number.
+PieceWriter: TypeAlias = Callable[[duckdb.DuckDBPyConnection, int], None]
+
+
+@contextmanager
+def _written_behind(
+    conn: duckdb.DuckDBPyConnection, write_piece: PieceWriter
+) -> Iterator[Callable[[pa.Table, int], None]]:
+    """`write(staged, number)`: piece `number` stored by `write_piece` in a second thread, on a
+    cursor of its own, while the caller validates the next one; the thread's CPU otherwise sat
+    idle during the single-threaded parts of validation (1M traces: 20.3-21.9 -> 18.8-19.5 s).
+    One piece at a time, in order; a failed write raises at the next piece or at the end, and
+    nothing is left running when the block exits, so an undo never meets a write."""
+    writer = _cursor_like(conn)
+    in_flight: list[Future[None]] = []
+
+    def store(staged: pa.Table, number: int) -> None:
+        with registered(writer, "stg_trace_records", staged):
+            write_piece(writer, number)
+
+    def write(staged: pa.Table, number: int) -> None:
+        if in_flight:
+            in_flight.pop().result()
+        in_flight.append(pool.submit(store, staged, number))
+
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="write-behind") as pool:
+            try:
+                yield write
+                if in_flight:
+                    in_flight.pop().result()
+            finally:
+                wait(in_flight)
+    finally:
+        writer.close()
+
+
+def _cursor_like(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A second connection to `conn`'s database, in its session's database and time zone."""
+    ((database,),) = conn.execute("select current_database()").fetchall()
+    cursor = conn.cursor()
+    _set_time_zone(cursor)
+    if database == "warehouse":  # `connect`'s
+        cursor.execute("use warehouse")
+    elif database != "memory":
+        cursor.close()
+        raise ValueError(f"a connection to database {database!r}: use engine.connect")
+    return cursor
+
+
 @contextmanager
 def _piece_writer(
     conn: duckdb.DuckDBPyConnection, partition_date: date | None, dates: set[date]
-) -> Iterator[Callable[[int], None]]:
-    """How an ingestion stores piece `number` (registered as `stg_trace_records`).
+) -> Iterator[PieceWriter]:
+    """How an ingestion stores a piece.
 
     Where nothing is stored yet (`partition_date` holds no rows; without one, both tables are
     empty) there is nothing to keep: each piece goes straight in, in a transaction of its own,
@@ -761,7 +814,7 @@ def _piece_writer(
         with transaction(conn):
             conn.execute("insert into pending_ingestions values ($date)", {"date": partition_date})
         try:
-            yield lambda number: _insert_piece(conn)
+            yield lambda cursor, number: _insert_piece(cursor)
         except BaseException:
             # a connection that cannot undo it now (it broke) leaves it to the next one
             with suppress(duckdb.Error):
@@ -772,8 +825,8 @@ def _piece_writer(
     staged_files: dict[str, list[str]] = {table: [] for table in INGESTED_TABLES}
     with _staging_directory(conn) as staging:
 
-        def stage(number: int) -> None:
-            for table, path in _write_piece(conn, staging, number).items():
+        def stage(cursor: duckdb.DuckDBPyConnection, number: int) -> None:
+            for table, path in _write_piece(cursor, staging, number).items():
                 staged_files[table].append(path)
 
         yield stage

@@ -7,8 +7,10 @@ import json
 import math
 import multiprocessing
 import os
+import threading
 from datetime import date
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import duckdb
@@ -853,6 +855,43 @@ def test_a_failed_ingestion_of_a_new_day_leaves_it_empty(tmp_path: Path) -> None
     assert conn.execute("select partition_date, trace_id from traces").fetchall() == [(other, "o")]
     assert conn.execute("select count(*) from quarantine").fetchone() == (0,)
     assert conn.execute("select count(*) from pending_ingestions").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("stored_before", [False, True])
+def test_a_piece_that_cannot_be_written_fails_the_ingestion_and_keeps_the_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored_before: bool
+) -> None:
+    """Pieces are written in a second thread while the next one is validated: a write that
+    fails is raised by `ingest_traces`, nothing is written after it, and the day holds what it
+    held before (straight in for a new day, staged for one that holds rows)."""
+    day = date(2026, 11, 30)
+    conn = engine.connect(tmp_path / "w.duckdb")
+    folder = tmp_path / "day"
+    folder.mkdir()
+    if stored_before:
+        write_lines(folder / "a.jsonl", [json.dumps(good("old"))])
+        engine.ingest_traces(conn, [folder], partition_date=day)
+    write_lines(folder / "a.jsonl", [json.dumps(good(f"t{i}")) for i in range(6)])
+    monkeypatch.setattr(readers, "PIECE_BYTES", 1)  # a line a piece
+    monkeypatch.setattr(readers, "_READ_BYTES", 1)
+    name = "_write_piece" if stored_before else "_insert_piece"
+    write_piece = getattr(engine, name)
+    threads: list[str] = []
+
+    def fail_the_third(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        if len(threads) == 3:
+            raise OSError("No space left on device")
+        return write_piece(*args)
+
+    monkeypatch.setattr(engine, name, fail_the_third)
+    with pytest.raises(OSError, match="No space left on device"):
+        engine.ingest_traces(conn, [folder], partition_date=day)
+    assert len(threads) == 3 and all(name.startswith("write-behind") for name in threads)
+    stored = conn.execute("select trace_id from traces").fetchall()
+    assert stored == ([("old",)] if stored_before else [])
+    assert conn.execute("select count(*) from pending_ingestions").fetchone() == (0,)
+    assert not (tmp_path / "w.duckdb.staging").exists()
 
 
 def _ingest_then_die(database: str, folder: str, day: date) -> None:
