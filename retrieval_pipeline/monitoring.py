@@ -976,12 +976,8 @@ def read_new_parquet_rows(
 
     try:
         table = parquet_table(path)
-    except TraceFileError as exc:
-        waiting = replace(progress, seen_size=stat.st_size, seen_mtime_ns=stat.st_mtime_ns)
-        return [], waiting, f"{exc}; read again when the file changes"
-    start = min(progress.offset, table.num_rows)
-    stop = table.num_rows if limit is None else min(table.num_rows, start + limit)
-    try:
+        start = min(progress.offset, table.num_rows)
+        stop = table.num_rows if limit is None else min(table.num_rows, start + limit)
         numbered = numbered_rows(table.slice(start, stop - start), name, 0, start + 1)
     except TraceFileError as exc:
         waiting = replace(progress, seen_size=stat.st_size, seen_mtime_ns=stat.st_mtime_ns)

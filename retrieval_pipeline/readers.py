@@ -233,8 +233,7 @@ def _clean_jsonl_table(data: bytes, name: str, order: int, first_line: int = 1) 
     count = len(starts)
     return pa.Table.from_arrays(
         [
-            pa.array([name], pa.string()).take(np.zeros(count, dtype=np.int64)),
-            pa.array(np.full(count, order, dtype=np.int32)),
+            *_file_columns(name, order, count),
             pa.array(numbers),
             lines,
             pa.nulls(count, pa.string()),
@@ -294,12 +293,19 @@ def numbered_rows(rows: pa.Table, source_file: str, file_order: int, first_row: 
         if name in rows.column_names:
             raise TraceFileError(f"{source_file}: column name {name} is reserved")
     count = rows.num_rows
+    file_name, order = _file_columns(source_file, file_order, count)
     return (
-        rows.append_column(
-            "__source_file", pa.array([source_file], pa.string()).take(np.zeros(count, np.int64))
-        )
-        .append_column("__file_order", pa.array(np.full(count, file_order, dtype=np.int32)))
+        rows.append_column("__source_file", file_name)
+        .append_column("__file_order", order)
         .append_column("__source_row", pa.array(np.arange(first_row, first_row + count)))
+    )
+
+
+def _file_columns(name: str, order: int, count: int) -> tuple[pa.Array, pa.Array]:
+    """`count` rows' source_file and file_order (RAW_SCHEMA's types)."""
+    return (
+        pa.array([name], pa.string()).take(np.zeros(count, dtype=np.int64)),
+        pa.array(np.full(count, order, dtype=np.int32)),
     )
 
 

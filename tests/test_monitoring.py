@@ -572,6 +572,27 @@ def test_parquet_rows_read_as_the_same_records_as_json_lines(tmp_path: Path) -> 
     assert monitoring.read_new_parquet_rows(path, progress)[0] == []
 
 
+def test_a_parquet_column_named_as_the_row_numbers_is_reported_and_read_again(
+    tmp_path: Path,
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = {"trace_id": "p1", "query_id": "q", "timestamp": "2026-03-02T10:00:00Z"}
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pylist([row | {"retrieved_ids": ["d1"], "__file_order": 3}]), path)
+    found, progress, problem = monitoring.read_new_parquet_rows(path, FileProgress())
+    assert found == [] and progress.offset == 0
+    assert (
+        problem == f"{path}: column name __file_order is reserved; read again when the file changes"
+    )
+    # unchanged, it is not read again; rewritten without the column, it is
+    assert monitoring.read_new_parquet_rows(path, progress) == ([], progress, None)
+    pq.write_table(pa.Table.from_pylist([row | {"retrieved_ids": ["d1"]}]), path)
+    found, _, problem = monitoring.read_new_parquet_rows(path, progress)
+    assert problem is None and [a.line for a in found] == [1]
+
+
 # --- the warehouse ----------------------------------------------------------------------------
 
 

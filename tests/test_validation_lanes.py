@@ -44,10 +44,21 @@ def lanes(
 ) -> tuple[list[str], list[dict[str, object]], list[dict[str, object]]]:
     """(the lanes `_stage_records` went through, its rows, the JSON lane's rows) for a piece."""
     piece = readers.jsonl_piece(("\n".join(lines) + "\n").encode(), "f.jsonl")
+    return through_lanes(conn, piece, piece.records, partition_date)
+
+
+def through_lanes(
+    conn: duckdb.DuckDBPyConnection,
+    piece: readers.RawPiece,
+    texts: pa.Table,
+    partition_date: date | None,
+) -> tuple[list[str], list[dict[str, object]], list[dict[str, object]]]:
+    """(the lanes `_stage_records` went through, its rows for `piece`, the JSON lane's rows for
+    the same records' `texts`)."""
     with mock.patch.object(engine, "_trace_records", wraps=engine._trace_records) as spy:
         rows = staged(conn, piece, partition_date)
     taken = [call.args[1] for call in spy.call_args_list]
-    return taken, rows, staged(conn, readers.RawPiece(piece.records), partition_date)
+    return taken, rows, staged(conn, readers.RawPiece(texts), partition_date)
 
 
 def record(trace: object, **changes: object) -> str:
@@ -273,13 +284,10 @@ def typed_lanes(
     """(the lanes `_stage_records` went through, its rows, the JSON lane's rows) for Parquet or
     Arrow `rows`, turned into a piece as ingestion does."""
     piece = engine._rows_as_raw(conn, rows, "t.parquet", 0)
-    with mock.patch.object(engine, "_trace_records", wraps=engine._trace_records) as spy:
-        staged_rows = staged(conn, piece, partition_date)
-    taken = [call.args[1] for call in spy.call_args_list]
     # the JSON lane reads the records' text, written for every row
     texts = piece.records if piece.rows is None else engine._rows_as_json(conn, piece.rows)
     assert texts.column("raw_record").null_count == 0
-    return taken, staged_rows, staged(conn, readers.RawPiece(texts), partition_date)
+    return through_lanes(conn, piece, texts, partition_date)
 
 
 GRADES = pa.map_(pa.string(), pa.int32())
