@@ -1005,6 +1005,51 @@ def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) ->
     assert disabled(True) == ""
 
 
+def test_query_metrics_are_stored_with_their_strings_compressed(tmp_path: Path) -> None:
+    # 4,000 traces: 20,000 metric rows, more than a row group (engine.ROW_GROUP_ROWS), so the
+    # insert writes them out itself rather than leaving them to the next checkpoint
+    traces = pd.DataFrame([good(f"t{i}", query_id=f"q{i % 700}") for i in range(4000)])
+    conn = engine.connect(tmp_path / "w.duckdb")
+    engine.ingest_traces(conn, traces)
+    start, end = engine.ALL_DATES
+    engine.build_labels(conn, start, end, use_corpus=False)
+    engine.compute_query_metrics(conn, parse_metrics("P@1,mrr,ndcg@2,recall@2,map"), start, end)
+    setting = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
+    conn.close()
+    assert setting is not None and setting[0].lower() == "dict_fsst"  # the traces' setting again
+    read = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    stored = read.execute(
+        "select column_name, list(distinct compression order by compression)"
+        " from pragma_storage_info('query_metrics') where segment_type = 'VARCHAR'"
+        " group by column_name order by column_name"
+    ).fetchall()
+    # every trace retrieves a, b with b relevant: P@1 = 0, mrr = map = 1/2, ndcg@2 = 1 / log2(3)
+    means = read.execute("select metric, avg(value) from query_metrics group by metric").fetchall()
+    read.close()
+    columns = ("metric", "query_id", "segment", "trace_id", "variant")
+    assert stored == [(column, ["DICT_FSST"]) for column in columns]
+    expected = {"precision@1": 0.0, "mrr": 0.5, "ndcg@2": 1 / math.log2(3), "recall@2": 1.0}
+    assert dict(means) == pytest.approx(expected | {"map": 0.5}, abs=1e-12)
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_strings_compressed_puts_the_setting_back_after_a_failure(
+    tmp_path: Path, compact: bool
+) -> None:
+    conn = engine.connect(tmp_path / "w.duckdb", compact_strings=compact)
+
+    def disabled() -> str:
+        row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
+        return str(row[0] if row else "").lower()
+
+    before = disabled()
+    with pytest.raises(RuntimeError), engine.strings_compressed(conn):
+        assert disabled() == ""
+        raise RuntimeError("the metric step failed")
+    assert disabled() == before == ("" if compact else "dict_fsst")
+    conn.close()
+
+
 def test_a_piece_is_inserted_in_one_batch_per_thread_with_its_rows_unchanged() -> None:
     table = pa.concat_tables([pa.table({"x": range(n, n + 5)}) for n in (0, 5, 10)])
     for threads, sizes in ((2, [8, 7]), (1, [15]), (4, [4, 4, 4, 3]), (32, [1] * 15)):

@@ -52,8 +52,9 @@ class WarehouseResource(DuckDBResource):
     folder would make every connect retry for about 100 s), and every connection is opened by the
     engine (`engine.connect`: its row groups, a UTC session, the tables and macros).
 
-    `compact_strings` turns DuckDB's DICT_FSST string compression back on: files about 2.7x
-    smaller, for a nightly run several times slower to write (`engine.prepare`).
+    `compact_strings` turns DuckDB's DICT_FSST string compression back on for every table (it is
+    always on for `query_metrics`): files about 2.7x smaller, for a nightly run several times
+    slower to write (`engine.prepare`).
 
     Without `store_retrieved_ids` each trace is stored with an empty `retrieved_ids` (its
     `n_retrieved`, labels and their ranks as usual): nothing downstream reads the lists, and
