@@ -183,8 +183,10 @@ def strings_compressed(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
     For `query_metrics`: its strings repeat (five metric names, a few segments and variants, each
     trace's ids once per metric), so compressed rows are faster to write than raw ones (1M
     traces: 1.3-1.4 s against 1.7-2.2 s) and the comparison window reads its seven days in about
-    half the time (bench/README.md). The setting is the database's, not the cursor's: nothing else
-    may write while the block runs."""
+    half the time (bench/README.md). DuckDB compresses rows when it writes them out: an insert of
+    a row group or more as it goes, a smaller one at the next checkpoint, which may come after
+    the block (harmless: it is small). The setting is the database's, not the cursor's: nothing else
+    may write while the block runs, and `prepare` sets no other method."""
     row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
     was_disabled = bool(row and row[0])
     conn.execute("reset disabled_compression_methods")

@@ -993,15 +993,20 @@ def test_without_the_retrieved_ids_every_other_column_is_stored_the_same(tmp_pat
     pd.testing.assert_frame_equal(stored[False][others], stored[True][others])
 
 
+def disabled_compression(conn: duckdb.DuckDBPyConnection) -> str:
+    row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
+    return str(row[0] if row else "").lower()
+
+
 def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) -> None:
     def disabled(compact: bool) -> str:
         conn = engine.connect(tmp_path / f"w{compact}.duckdb")
         engine.prepare(conn, compact_strings=compact)
-        row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
+        setting = disabled_compression(conn)
         conn.close()
-        return str(row[0] if row else "")
+        return setting
 
-    assert disabled(False).lower() == "dict_fsst"
+    assert disabled(False) == "dict_fsst"
     assert disabled(True) == ""
 
 
@@ -1014,9 +1019,9 @@ def test_query_metrics_are_stored_with_their_strings_compressed(tmp_path: Path) 
     start, end = engine.ALL_DATES
     engine.build_labels(conn, start, end, use_corpus=False)
     engine.compute_query_metrics(conn, parse_metrics("P@1,mrr,ndcg@2,recall@2,map"), start, end)
-    setting = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
+    setting = disabled_compression(conn)
     conn.close()
-    assert setting is not None and setting[0].lower() == "dict_fsst"  # the traces' setting again
+    assert setting == "dict_fsst"  # the traces' setting again
     read = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     stored = read.execute(
         "select column_name, list(distinct compression order by compression)"
@@ -1037,16 +1042,11 @@ def test_strings_compressed_puts_the_setting_back_after_a_failure(
     tmp_path: Path, compact: bool
 ) -> None:
     conn = engine.connect(tmp_path / "w.duckdb", compact_strings=compact)
-
-    def disabled() -> str:
-        row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
-        return str(row[0] if row else "").lower()
-
-    before = disabled()
+    before = disabled_compression(conn)
     with pytest.raises(RuntimeError), engine.strings_compressed(conn):
-        assert disabled() == ""
+        assert disabled_compression(conn) == ""
         raise RuntimeError("the metric step failed")
-    assert disabled() == before == ("" if compact else "dict_fsst")
+    assert disabled_compression(conn) == before == ("" if compact else "dict_fsst")
     conn.close()
 
 
