@@ -1256,7 +1256,8 @@ def compute_query_metrics(
     with strings_compressed(conn):
         replace_partitions(conn, "query_metrics", (start, end), "fct_query_metrics", params)
     row = conn.execute(
-        load_sql("agg_metric_counts"), {"start_date": start, "end_date": end}
+        load_sql("agg_metric_counts"),
+        {"start_date": start, "end_date": end, "metric": metrics[0].name},
     ).fetchone()
     traces, annotated, no_relevant = row if row else (0, 0, 0)
     return MetricCounts(

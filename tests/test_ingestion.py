@@ -40,6 +40,11 @@ def good(trace_id: str, **changes: object) -> dict:
     return {**GOOD, "trace_id": trace_id, **changes}
 
 
+def unjudged(trace_id: str) -> dict:
+    """A good record without relevant_ids or relevance_scores."""
+    return {key: value for key, value in good(trace_id).items() if key != "relevant_ids"}
+
+
 def write_lines(path: Path, lines: list[str]) -> Path:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -418,6 +423,23 @@ def test_stale_labels_are_dropped_and_counted(tmp_path: Path) -> None:
     assert rows.loc["deleted", "mrr"] == 0  # "old" was retrieved but its label is stale
     assert (run.labels.labels, run.labels.stale, run.labels.traces_with_stale) == (6, 4, 3)
     assert (run.traces.annotated, run.traces.unannotated) == (2, 1)
+
+
+def test_metric_counts_count_each_trace_once_whatever_the_metrics(tmp_path: Path) -> None:
+    traces = write_lines(
+        tmp_path / "t.jsonl",
+        [
+            json.dumps(good("hit", retrieved_ids=["a", "b"], relevant_ids=["a"])),
+            # graded, but nothing reaches the relevance level of 1: annotated, no relevant label
+            json.dumps(unjudged("all-zero") | {"relevance_scores": {"a": 0}}),
+            json.dumps(unjudged("unjudged")),
+        ],
+    )
+    run = run_evaluation(traces, "P@1,mrr,ndcg@2")
+    assert run.per_query.set_index("trace_id").loc["all-zero", "mrr"] == 0
+    # 3 traces scored for 3 metrics: 9 metric rows, but 3 traces
+    assert (run.traces.traces, run.traces.annotated) == (3, 2)
+    assert (run.traces.unannotated, run.traces.no_relevant) == (1, 1)
 
 
 def test_an_unchanged_corpus_snapshot_is_not_read_again(tmp_path: Path) -> None:
