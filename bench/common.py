@@ -46,6 +46,9 @@ class Row:
     walls: list[float] = field(default_factory=list)
     # a reference tool's scoring call alone (pytrec_eval's evaluate), apart from parsing its input
     scoring_s: float | None = None
+    # what the machine did to the run (the most of any of the row's processes; None: not told)
+    io_stall_s: float | None = None
+    steal_s: float | None = None
 
     @property
     def traces_per_s(self) -> float:
@@ -64,6 +67,49 @@ class Process:
     stderr: str
     wall_s: float
     peak_rss_mib: float
+    io_stall_s: float | None = None  # machine-wide, while it ran: `machine_waits`
+    steal_s: float | None = None
+
+
+def machine_waits() -> tuple[float | None, float | None]:
+    """Seconds so far, machine-wide, during which some task waited for the disk (the kernel's
+    pressure stall information, `/proc/pressure/io`), and during which the hypervisor ran other
+    machines on this one's CPUs (steal time, `/proc/stat`, summed over CPUs); None where the
+    kernel does not say. A shared machine's slow run shows in one or the other: at 04:20 UTC on
+    2026-12-04 one day's ingestion at 1M took 63.6 s with its reader waiting 31 s for the disk,
+    and 24.2 s a minute later (bench/README.md, "Where the time goes")."""
+    io_stall: float | None = None
+    steal: float | None = None
+    try:
+        with open("/proc/pressure/io") as pressure:
+            some = pressure.readline().split()
+        io_stall = int(some[-1].removeprefix("total=")) / 1e6
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        with open("/proc/stat") as stat:
+            cpu = stat.readline().split()
+        steal = int(cpu[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        pass
+    return io_stall, steal
+
+
+def _since(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+def waits(*procs: Process) -> dict[str, float | None]:
+    """A row's `io_stall_s` and `steal_s`: the most that any of `procs` met."""
+
+    def most(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return max(known) if known else None
+
+    return {
+        "io_stall_s": most([p.io_stall_s for p in procs]),
+        "steal_s": most([p.steal_s for p in procs]),
+    }
 
 
 def _rss_gib(pid: int) -> float:
@@ -83,6 +129,7 @@ def run_process(cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path
     the child (its pid only) when its RSS passes MAX_RSS_GIB."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        io_before, steal_before = machine_waits()
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=full_env, cwd=cwd)
         done = threading.Event()
@@ -101,6 +148,7 @@ def run_process(cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path
         _, status, usage = os.wait4(proc.pid, 0)
         done.set()
         wall = time.perf_counter() - start
+        io_after, steal_after = machine_waits()
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -110,7 +158,15 @@ def run_process(cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path
                 f"\n[bench] killed after {wall:.0f} s: RSS {killed[0]:.1f} GiB passed the limit "
                 f"of {MAX_RSS_GIB:g} GiB (BENCH_MAX_RSS_GIB)"
             )
-        return Process(proc.returncode, out.read(), stderr, wall, usage.ru_maxrss / 1024)
+        return Process(
+            proc.returncode,
+            out.read(),
+            stderr,
+            wall,
+            usage.ru_maxrss / 1024,
+            _since(io_before, io_after),
+            _since(steal_before, steal_after),
+        )
 
 
 def run_worker(name: str, *args: str, env: dict[str, str] | None = None) -> tuple[dict, Process]:
@@ -180,12 +236,23 @@ def table(rows: Sequence[Row]) -> str:
     lines = [HEADER, "|" + "---|" * 9]
     for r in rows:
         diff = "-" if r.max_abs_diff is None else f"{r.max_abs_diff:.1e}"
+        note = "; ".join(part for part in (r.note, _machine_note(r)) if part)
         wall = f"{r.wall_s:.3f}" if r.wall_s < 10 else f"{r.wall_s:.1f}"
         lines.append(
             f"| {r.measurement} | {r.engine} | {r.traces:,} | {wall} | {r.traces_per_s:,.0f} "
-            f"| {r.process_s:.2f} | {r.peak_rss_mib:,.0f} | {diff} | {r.note} |"
+            f"| {r.process_s:.2f} | {r.peak_rss_mib:,.0f} | {diff} | {note} |"
         )
     return "\n".join(lines)
+
+
+def _machine_note(row: Row) -> str:
+    """What the machine did to the row's processes (the most any of them met), in words."""
+    parts = []
+    if row.io_stall_s is not None:
+        parts.append(f"IO stall {row.io_stall_s:.1f} s")
+    if row.steal_s is not None:
+        parts.append(f"CPU steal {row.steal_s:.1f} s")
+    return "machine: " + ", ".join(parts) if parts else ""
 
 
 def parse_args(

@@ -27,6 +27,7 @@ from bench.common import (
     parse_args,
     run_process,
     run_worker,
+    waits,
 )
 from bench.generate import dataset
 
@@ -61,6 +62,7 @@ def measure(sizes: list[int], seed: int = 7, repeat: int = 1, data_root: Path | 
                 result["means"],
                 note=f"imports {result['import_s']:.2f} s not in wall",
                 walls=[r["wall_s"] for r, _ in runs],
+                **waits(*(p for _, p in runs)),
             )
         )
         for path, label in ((ds.jsonl_gz, "JSONL.gz"), (ds.jsonl, "JSONL")):
@@ -86,6 +88,7 @@ def measure(sizes: list[int], seed: int = 7, repeat: int = 1, data_root: Path | 
                     means,
                     note="whole process",
                     walls=[p.wall_s for p in procs],
+                    **waits(*procs),
                 )
             )
     return rows

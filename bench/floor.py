@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, emit, parse_args, run_worker
+from bench.common import Row, emit, parse_args, run_worker, waits
 from bench.generate import dataset
 
 
@@ -32,6 +32,7 @@ def measure(sizes: list[int], seed: int = 7, repeat: int = 1, data_root: Path | 
                 proc.wall_s,
                 proc.peak_rss_mib,
                 walls=result["lengths_walls"],
+                **waits(proc),
             )
         )
         rows.append(
@@ -44,6 +45,7 @@ def measure(sizes: list[int], seed: int = 7, repeat: int = 1, data_root: Path | 
                 proc.peak_rss_mib,
                 note="the floor of the 1.5x target",
                 walls=result["walls"],
+                **waits(proc),
             )
         )
     return rows

@@ -5,7 +5,9 @@
 Each size runs the real ingestion of the nightly job (its day's JSONL.gz into a new file
 warehouse with the default memory limit, so the day's pieces go straight in) in this process,
 with a timer around each phase. Phases in the read-ahead thread (inflating gzip, splitting lines)
-overlap the others; "waiting for the reader" is the main thread's time with nothing to validate.
+and in the write-behind thread (inserting a piece) overlap the main thread's validation of the
+next piece; "waiting for the reader" is the main thread's time with nothing to validate, "waiting
+for the writer" its time before the piece before has been stored.
 The process's user and system CPU and its minor page faults (rusage) cover the whole ingestion.
 Writes `bench/results/ingest_phases_n<N>.md`.
 """
@@ -18,13 +20,14 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import parse_args, write_report
+from bench.common import machine_waits, parse_args, write_report
 from bench.generate import dataset
 
 # (module, function, phase): the functions timed, by the phase they stand for
@@ -35,7 +38,7 @@ TIMED = (
     ("engine", "_plain_fields", "of which the plain lane's parse (pyarrow.json)"),
     ("engine", "_trace_records", "of which sql/stg_trace_records.sql over a lane's fields"),
     ("engine", "keep_first_occurrences", "of which repeated ids (keep_first_occurrences)"),
-    ("engine", "_insert_piece", "insert each piece (straight in: a new day)"),
+    ("engine", "_insert_piece", "(writer thread) insert each piece (straight in: a new day)"),
 )
 
 
@@ -70,6 +73,27 @@ def waited(module: ModuleType, seconds: Counter[str]) -> None:
     module._read_ahead = waiting
 
 
+def waited_for_writer(module: ModuleType, seconds: Counter[str]) -> None:
+    """Time the main thread's calls to the write-behind's `write`, which wait for the piece
+    before to be stored (handing the next one over takes no time)."""
+    written_behind = module._written_behind
+
+    @contextmanager
+    def timing(*args: Any) -> Iterator[Callable[..., None]]:
+        with written_behind(*args) as write:
+
+            def waiting(*write_args: Any) -> None:
+                start = time.perf_counter()
+                try:
+                    write(*write_args)
+                finally:
+                    seconds["waiting for the writer"] += time.perf_counter() - start
+
+            yield waiting
+
+    module._written_behind = timing
+
+
 def measure(size: int, seed: int) -> list[str]:
     from retrieval_pipeline import engine, readers
 
@@ -78,15 +102,18 @@ def measure(size: int, seed: int) -> list[str]:
     for module, name, phase in TIMED:
         timed(modules[module], name, phase, seconds)
     waited(engine, seconds)
+    waited_for_writer(engine, seconds)
     ds = dataset(size, seed)
     (day_file,) = (ds.store / "traces").rglob("*.jsonl.gz")
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
         conn = engine.connect(Path(folder) / "w.duckdb", {"memory_limit": engine.memory_limit()})
+        io_before, steal_before = machine_waits()
         before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
         counts = engine.ingest_traces(conn, [day_file], partition_date=ds.day)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
+        io_after, steal_after = machine_waits()
         conn.close()
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     lines = [
@@ -100,15 +127,19 @@ def measure(size: int, seed: int) -> list[str]:
     ]
     for _, _, phase in TIMED:
         lines.append(f"| {phase} | {seconds[phase]:.2f} | {seconds[phase] / wall:.0%} |")
-    waits = seconds["waiting for the reader"]
+    for wait in ("waiting for the reader", "waiting for the writer"):
+        lines.append(f"| {wait} | {seconds[wait]:.2f} | {seconds[wait] / wall:.0%} |")
     lines += [
-        f"| waiting for the reader | {waits:.2f} | {waits / wall:.0%} |",
         f"| the whole ingestion | {wall:.2f} | 100% |",
         "",
         f"CPU: {user:.1f} s user and {system:.1f} s system for {wall:.1f} s of wall time "
         f"({(user + system) / wall:.2f} cores busy on average); "
         f"{after.ru_minflt - before.ru_minflt:,} minor page faults.",
     ]
+    if io_before is not None and io_after is not None:
+        lines.append(f"The machine: some task waited for the disk {io_after - io_before:.1f} s.")
+    if steal_before is not None and steal_after is not None:
+        lines.append(f"The hypervisor took {steal_after - steal_before:.1f} s of CPU (steal).")
     return lines
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, emit, max_abs_diff, oracle_means, parse_args, run_worker
+from bench.common import Row, emit, max_abs_diff, oracle_means, parse_args, run_worker, waits
 from bench.generate import dataset
 
 
@@ -43,6 +43,7 @@ def measure(sizes: list[int], seed: int = 7, repeat: int = 1, data_root: Path | 
                 note=f"after an untimed ingest of {result['setup_s']:.1f} s into a scratch "
                 f"database file; {result['threads']} DuckDB threads",
                 walls=result["walls"],
+                **waits(proc),
             )
         )
         rows.append(
@@ -55,6 +56,7 @@ def measure(sizes: list[int], seed: int = 7, repeat: int = 1, data_root: Path | 
                 proc.peak_rss_mib,
                 note="same process as (a)",
                 walls=result["table_floor_walls"],
+                **waits(proc),
             )
         )
     return rows

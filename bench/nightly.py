@@ -29,6 +29,7 @@ from bench.common import (
     parse_args,
     run_process,
     run_worker,
+    waits,
 )
 from bench.generate import Dataset, dataset
 
@@ -146,6 +147,7 @@ def command_line(
         max_abs_diff(means["means"], oracle, f"{measurement}, {engine}"),
         means["means"],
         note=note,
+        **waits(proc),
     )
 
 
@@ -177,6 +179,7 @@ def materialized(
         + ", ".join(f"{k} {v:.1f} s" for k, v in slowest)
         + "; highest resident memory in "
         + _peak_step(result["step_peak_mib"]),
+        **waits(proc),
     )
 
 

@@ -25,6 +25,7 @@ from bench.common import (
     pytrec_slice,
     run_worker,
     save_oracle,
+    waits,
 )
 from bench.generate import dataset
 
@@ -62,6 +63,7 @@ def measure(
                 note=f"the oracle; {how}; of which evaluate {result['evaluate_s']:.2f} s, "
                 f"corpus {result['corpus_s']:.2f} s",
                 scoring_s=result["evaluate_s"],
+                **waits(proc),
             )
         )
         if not with_ranx or size > RANX_MAX:
@@ -83,6 +85,7 @@ def measure(
                 result["means"],
                 note=f"Numba cache warm; of which evaluate {result['evaluate_s']:.2f} s",
                 scoring_s=result["evaluate_s"],
+                **waits(proc),
             )
         )
     return rows
