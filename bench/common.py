@@ -95,8 +95,26 @@ def machine_waits() -> tuple[float | None, float | None]:
     return io_stall, steal
 
 
-def _since(before: float | None, after: float | None) -> float | None:
-    return None if before is None or after is None else after - before
+def waited_since(
+    before: tuple[float | None, float | None],
+) -> tuple[float | None, float | None]:
+    """The disk waits and CPU steal since `before` (a `machine_waits()`), each None where the
+    kernel did not say."""
+    io_stall, steal = (
+        None if then is None or now is None else now - then
+        for then, now in zip(before, machine_waits(), strict=True)
+    )
+    return io_stall, steal
+
+
+def machine_note(io_stall_s: float | None, steal_s: float | None) -> str:
+    """What the machine did to a run, in words ("" where the kernel did not say)."""
+    parts = []
+    if io_stall_s is not None:
+        parts.append(f"IO stall {io_stall_s:.1f} s")
+    if steal_s is not None:
+        parts.append(f"CPU steal {steal_s:.1f} s")
+    return "machine: " + ", ".join(parts) if parts else ""
 
 
 def waits(*procs: Process) -> dict[str, float | None]:
@@ -129,7 +147,7 @@ def run_process(cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path
     the child (its pid only) when its RSS passes MAX_RSS_GIB."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        io_before, steal_before = machine_waits()
+        machine_before = machine_waits()
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=full_env, cwd=cwd)
         done = threading.Event()
@@ -148,7 +166,7 @@ def run_process(cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path
         _, status, usage = os.wait4(proc.pid, 0)
         done.set()
         wall = time.perf_counter() - start
-        io_after, steal_after = machine_waits()
+        io_stall, steal = waited_since(machine_before)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -164,8 +182,8 @@ def run_process(cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path
             stderr,
             wall,
             usage.ru_maxrss / 1024,
-            _since(io_before, io_after),
-            _since(steal_before, steal_after),
+            io_stall,
+            steal,
         )
 
 
@@ -236,23 +254,14 @@ def table(rows: Sequence[Row]) -> str:
     lines = [HEADER, "|" + "---|" * 9]
     for r in rows:
         diff = "-" if r.max_abs_diff is None else f"{r.max_abs_diff:.1e}"
-        note = "; ".join(part for part in (r.note, _machine_note(r)) if part)
+        machine = machine_note(r.io_stall_s, r.steal_s)  # the most any of its processes met
+        note = "; ".join(part for part in (r.note, machine) if part)
         wall = f"{r.wall_s:.3f}" if r.wall_s < 10 else f"{r.wall_s:.1f}"
         lines.append(
             f"| {r.measurement} | {r.engine} | {r.traces:,} | {wall} | {r.traces_per_s:,.0f} "
             f"| {r.process_s:.2f} | {r.peak_rss_mib:,.0f} | {diff} | {note} |"
         )
     return "\n".join(lines)
-
-
-def _machine_note(row: Row) -> str:
-    """What the machine did to the row's processes (the most any of them met), in words."""
-    parts = []
-    if row.io_stall_s is not None:
-        parts.append(f"IO stall {row.io_stall_s:.1f} s")
-    if row.steal_s is not None:
-        parts.append(f"CPU steal {row.steal_s:.1f} s")
-    return "machine: " + ", ".join(parts) if parts else ""
 
 
 def parse_args(

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import machine_waits, parse_args, write_report
+from bench.common import machine_note, machine_waits, parse_args, waited_since, write_report
 from bench.generate import dataset
 
 # (module, function, phase): the functions timed, by the phase they stand for
@@ -107,13 +107,13 @@ def measure(size: int, seed: int) -> list[str]:
     (day_file,) = (ds.store / "traces").rglob("*.jsonl.gz")
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
         conn = engine.connect(Path(folder) / "w.duckdb", {"memory_limit": engine.memory_limit()})
-        io_before, steal_before = machine_waits()
+        machine_before = machine_waits()
         before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
         counts = engine.ingest_traces(conn, [day_file], partition_date=ds.day)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
-        io_after, steal_after = machine_waits()
+        io_stall, steal = waited_since(machine_before)
         conn.close()
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     lines = [
@@ -136,10 +136,8 @@ def measure(size: int, seed: int) -> list[str]:
         f"({(user + system) / wall:.2f} cores busy on average); "
         f"{after.ru_minflt - before.ru_minflt:,} minor page faults.",
     ]
-    if io_before is not None and io_after is not None:
-        lines.append(f"The machine: some task waited for the disk {io_after - io_before:.1f} s.")
-    if steal_before is not None and steal_after is not None:
-        lines.append(f"The hypervisor took {steal_after - steal_before:.1f} s of CPU (steal).")
+    if note := machine_note(io_stall, steal):
+        lines += ["", f"{note} (common.machine_waits)."]
     return lines
 
 
