@@ -52,6 +52,14 @@ _TIMESTAMP = re.compile(
     r"([.][0-9]+)?)?(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?)?"
 )
 _RANGE_WORDS = "is out of range (0001-01-01 to 9999-12-31 in UTC)"
+
+# The largest grade a label may have (max_grade() in sql/macros.sql; tests hold them equal). With
+# exponential gain (2^g - 1) a grade of 1024 is an infinite gain, and nDCG inf / inf = NaN. At 100
+# a gain is 2^100 - 1, about 1.3e30, and a sum of such gains overflows a double (about 2^1024)
+# only past 2^924 terms, so every list scores; grades in use are 0..4 (TREC, MS MARCO), and 100
+# leaves room for percent-like scales. (From a gap of some 50 grades on, exponential gain makes
+# the lower grade count for nothing next to the higher one anyway.)
+MAX_GRADE = 100
 _BOM = "\ufeff"
 
 
@@ -188,17 +196,30 @@ def _grades(value: object) -> dict[str, float]:
         )
     if "" in value:
         raise RecordError("relevance_scores has an empty document id", "relevance_scores")
-    grades: dict[str, float] = {}
-    for doc_id, grade in value.items():
-        number = isinstance(grade, int | float) and not isinstance(grade, bool)
-        if not number or not math.isfinite(grade) or grade < 0:
-            raise RecordError(
-                f"relevance_scores[{_key_text(doc_id)}] must be a finite number >= 0 "
-                f"(got {_json_text(grade)[:40]})",
-                "relevance_scores",
-            )
-        grades[doc_id] = float(grade)
-    return grades
+    return {doc_id: check_grade(doc_id, grade) for doc_id, grade in value.items()}
+
+
+def check_grade(doc_id: str, grade: object) -> float:
+    """`grade` as a float when it is a number from 0 to MAX_GRADE (see there why), else raise
+    `RecordError` in the words of sql/stg_trace_fields.sql."""
+    if (
+        isinstance(grade, bool)
+        or not isinstance(grade, int | float)
+        or not math.isfinite(grade)
+        or grade < 0
+    ):
+        raise RecordError(
+            f"relevance_scores[{_key_text(doc_id)}] must be a finite number >= 0 "
+            f"(got {_json_text(grade)[:40]})",
+            "relevance_scores",
+        )
+    if grade > MAX_GRADE:
+        raise RecordError(
+            f"relevance_scores[{_key_text(doc_id)}] must be a grade from 0 to {MAX_GRADE} "
+            f"(got {_json_text(grade)[:40]})",
+            "relevance_scores",
+        )
+    return float(grade)
 
 
 def _key_text(doc_id: str) -> str:

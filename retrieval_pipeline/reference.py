@@ -27,7 +27,7 @@ from retrieval_pipeline.metrics import (
     parse_metric,
     valid_names_hint,
 )
-from retrieval_pipeline.records import TraceRecord, parse_record
+from retrieval_pipeline.records import MAX_GRADE, TraceRecord, check_grade, parse_record
 
 UNANNOTATED_REASON = "unannotated: no labels, not scored"
 
@@ -47,10 +47,15 @@ def score_trace(
     """Score one ranked list against its labels: `{metric.name: value}`, or None when unannotated.
 
     `retrieved_ids` must already be de-duplicated and `labels` free of stale entries; an empty
-    `labels` means the trace is unannotated, which is not the same as scoring 0.
+    `labels` means the trace is unannotated, which is not the same as scoring 0. A grade above
+    `records.MAX_GRADE`, infinite or NaN raises `RecordError`, in a record's words: its gain
+    could be infinite and the score NaN (a negative grade adds nothing, as in trec_eval).
     """
     if not labels:
         return None
+    for doc_id, grade in labels.items():
+        if not grade <= MAX_GRADE:  # NaN too
+            check_grade(doc_id, grade)
     gain_of = _GAINS[check_gain(gain)]
     level = check_relevance_level(relevance_level)
     relevant = {doc for doc, grade in labels.items() if grade >= level}

@@ -9,10 +9,13 @@
 -- registered by the caller from the configuration: a row for the segment itself wins over the
 -- default row (segment null). Status, first match:
 --   no_threshold  no threshold is configured for the metric;
+--   fail          the mean is NaN (a score that could not be computed: NaN compares greater
+--                 than every number in DuckDB, so `mean >= threshold` would pass it);
 --   insufficient  fewer annotated traces than min_annotated (no verdict either way);
+--   fail          no mean where a verdict is due (min_annotated = 0 and no annotated trace);
 --   pass / fail   mean >= threshold / mean < threshold.
--- margin = mean - threshold (negative when failing). Parameters: $start_date, $end_date
--- (partitions, inclusive), $overall_segment.
+-- A missing or NaN mean never passes. margin = mean - threshold (negative when failing).
+-- Parameters: $start_date, $end_date (partitions, inclusive), $overall_segment.
 
 with
 
@@ -132,7 +135,8 @@ final as (
         if(n >= 2, mean + 1.96 * sd / sqrt(n), null) as ci_high,
         case
             when threshold is null then 'no_threshold'
-            when annotated_traces < min_annotated or mean is null then 'insufficient'
+            when isnan(mean) then 'fail'
+            when annotated_traces < min_annotated then 'insufficient'
             when mean >= threshold then 'pass'
             else 'fail'
         end as status,

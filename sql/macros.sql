@@ -113,3 +113,7 @@ case
         and instant < timestamptz '10000-01-01 00:00:00+00'
         then instant
 end;
+
+-- The largest grade a label may have (retrieval_pipeline.records.MAX_GRADE, which says why; tests
+-- hold the two equal): with exponential gain a grade of 1024 is an infinite gain and nDCG NaN.
+create or replace temp macro max_grade() as 100;

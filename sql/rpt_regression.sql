@@ -3,9 +3,10 @@
 -- the day means weighted by their trace counts), delta = mean - baseline, and the day's
 -- threshold, minimum of annotated traces, status and margin from segment_metrics.
 --
--- Days of the window without segment_metrics rows are simply absent: baseline_days says how many
--- contributed; no contributing day gives a null baseline and delta. Parameters: $day,
--- $baseline_start, $baseline_end (inclusive).
+-- Days of the window without segment_metrics rows, or whose mean is missing or NaN (a score that
+-- could not be computed), are simply absent: baseline_days says how many contributed; no
+-- contributing day gives a null baseline and delta. Parameters: $day, $baseline_start,
+-- $baseline_end (inclusive).
 
 with
 
@@ -26,7 +27,7 @@ baseline_window as (
     from segment_metrics
     where
         partition_date between $baseline_start and $baseline_end
-        and mean is not null
+        and not isnan(mean)
     group by segment, variant, metric
 ),
 

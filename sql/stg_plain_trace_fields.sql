@@ -12,8 +12,8 @@
 -- the fields of Parquet or Arrow rows whose columns have those types (engine._typed_fields).
 -- Output: one row per record, every one valid. A record that the JSON lane would quarantine (a
 -- missing or empty field, an unparsable timestamp, a null or empty id, a grade that is not a
--- finite number >= 0, a document graded twice) raises the error 'not a plain piece', and the
--- whole piece goes through sql/stg_trace_fields.sql instead, which names the reason.
+-- number from 0 to max_grade(), a document graded twice) raises the error 'not a plain piece',
+-- and the whole piece goes through sql/stg_trace_fields.sql instead, which names the reason.
 
 with
 
@@ -55,7 +55,11 @@ checked as (
                 and scores_map is not null
                 and list_position(score_keys, '') is null
                 and coalesce(
-                    list_bool_and(list_transform(score_values, lambda v: isfinite(v) and v >= 0)),
+                    list_bool_and(
+                        list_transform(
+                            score_values, lambda v: isfinite(v) and v between 0 and max_grade()
+                        )
+                    ),
                     true
                 )
             ),

@@ -13,7 +13,7 @@
 -- A timestamp must be an ISO 8601 date, optionally with a time and an offset (no offset: UTC),
 -- within years 0001..9999 once in UTC (macros iso_timestamp, within_date_range). A field given
 -- twice in one record: the first counts (as in from_json); a document graded twice in
--- relevance_scores is quarantined.
+-- relevance_scores is quarantined. A grade is a number from 0 to max_grade() (sql/macros.sql).
 
 with
 
@@ -128,7 +128,8 @@ item_checks as (
                 lambda t, i: coalesce(
                     t in ('BIGINT', 'UBIGINT', 'DOUBLE')
                     and isfinite(score_values[i])
-                    and score_values[i] >= 0,
+                    and score_values[i] >= 0
+                    and score_values[i] <= max_grade(),
                     false
                 )
             ),
@@ -232,7 +233,16 @@ verdicts as (
             when bad_score_at > 0 then struct_pack(
                 field := 'relevance_scores',
                 reason := 'relevance_scores[' || to_json(left(score_keys[bad_score_at], 80))
-                || '] must be a finite number >= 0 (got '
+                || '] must be '
+                || case
+                    -- a number, only too large (its gain could overflow: records.MAX_GRADE)
+                    when score_types[bad_score_at] in ('BIGINT', 'UBIGINT', 'DOUBLE')
+                        and score_values[bad_score_at] > max_grade()
+                        and isfinite(score_values[bad_score_at])
+                        then 'a grade from 0 to ' || max_grade()::varchar
+                    else 'a finite number >= 0'
+                end
+                || ' (got '
                 || coalesce(left(map_values(scores_map)[bad_score_at]::varchar, 40), 'null')
                 || ')'
             )
