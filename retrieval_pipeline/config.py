@@ -48,6 +48,9 @@ DEFAULT_NORMAL_APPROXIMATION_MIN_PAIRS = 1000
 # The smallest allowed: the normal curve's error on the sign-flip p shrinks like 1 / k, and with
 # only a few dozen differences it is not small next to a 0.05 level.
 MIN_NORMAL_APPROXIMATION_PAIRS = 100
+# The longest baseline or comparison window, in days (about ten years): the window is subtracted
+# from the partition's date, and a million days reaches before year 1 and fails at run time.
+MAX_WINDOW_DAYS = 3660
 
 
 class ConfigError(ValueError):
@@ -85,7 +88,7 @@ class BaselineConfig(_Section):
     """Which days a partition is compared against in the regression report."""
 
     policy: BaselinePolicy = "trailing_days"
-    trailing_days: int = Field(default=7, ge=1, strict=True)
+    trailing_days: int = Field(default=7, ge=1, le=MAX_WINDOW_DAYS, strict=True)
     pinned_date: date | None = None
 
     @model_validator(mode="after")
@@ -117,7 +120,7 @@ class ComparisonConfig(_Section):
 
     control: str = Field(default="control", min_length=1, strict=True)
     candidate: str = Field(default="candidate", min_length=1, strict=True)
-    lookback_days: int = Field(default=7, ge=1, strict=True)
+    lookback_days: int = Field(default=7, ge=1, le=MAX_WINDOW_DAYS, strict=True)
     alpha: float = Field(default=0.05, gt=0, lt=1, strict=True)
     guarded_metrics: tuple[MetricName, ...] = DEFAULT_HEADLINE_METRICS
     n_resamples: int = Field(default=9999, ge=1, strict=True)
@@ -146,7 +149,7 @@ class PipelineConfig(_Section):
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
     gain: Literal["exponential", "linear"] = "exponential"
-    relevance_level: float = Field(default=1.0, gt=0, strict=True)
+    relevance_level: float = Field(default=1.0, gt=0, strict=True, allow_inf_nan=False)
     headline_metrics: tuple[MetricName, ...] = DEFAULT_HEADLINE_METRICS
     thresholds: dict[MetricName, UnitFloat] = Field(
         default_factory=lambda: dict(DEFAULT_THRESHOLDS)
@@ -291,6 +294,11 @@ def load_config(path: str | Path | None = None) -> PipelineConfig:
         text = chosen.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read pipeline config {chosen}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"invalid pipeline config {chosen}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x}"
+            f" at offset {exc.start}"
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

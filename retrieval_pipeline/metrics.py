@@ -24,6 +24,7 @@ A labelled trace with R = 0 scores 0 on every metric (nDCG too when IDCG = 0), a
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Literal, cast
@@ -62,6 +63,10 @@ ALIASES: dict[str, str] = {
 _NAME = re.compile(r"^\s*([A-Za-z_]+?)\s*(?:[@_]\s*([-+]?\d+))?\s*$")
 
 DEFAULT_METRICS = ("ndcg@10", "mrr", "precision@5", "recall@20", "map")
+
+# The largest cut-off K: the engine binds the cut-offs as DuckDB's 32-bit integers (and ranks are
+# 32-bit list positions), so a larger K could be configured but never scored.
+MAX_CUTOFF = 2**31 - 1
 
 
 class MetricConfigError(ValueError):
@@ -102,6 +107,10 @@ def parse_metric(text: str) -> Metric:
     needs_k = FAMILIES[family]
     if k is not None and k <= 0:
         raise MetricConfigError(f"metric {text!r}: the cut-off K must be >= 1, got {k}")
+    if k is not None and k > MAX_CUTOFF:
+        raise MetricConfigError(
+            f"metric {text!r}: the cut-off K must be at most {MAX_CUTOFF}, got {k}"
+        )
     if needs_k is True and k is None:
         raise MetricConfigError(f"metric {text!r} needs a cut-off, e.g. {family}@10")
     return Metric(family, k)
@@ -125,4 +134,6 @@ def check_gain(gain: str) -> Gain:
 def check_relevance_level(level: float) -> float:
     if not isinstance(level, int | float) or isinstance(level, bool) or not level > 0:
         raise MetricConfigError(f"relevance level must be a number > 0, got {level!r}")
+    if level == math.inf:
+        raise MetricConfigError(f"relevance level must be finite, got {level!r}")
     return float(level)
