@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    from retrieval_pipeline import engine, readers
     from retrieval_pipeline.sql_files import load_sql
+
+    from retrieval_pipeline import engine, readers
 
     ds = dataset(args.size, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
