@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from retrieval_pipeline.cli_options import gain_option, metrics_option, relevance_level_option
+from retrieval_pipeline.cli.options import gain_option, metrics_option, relevance_level_option
 from retrieval_pipeline.metrics import DEFAULT_METRICS
 
 if TYPE_CHECKING:
     from retrieval_pipeline.comparison import Comparison
-    from retrieval_pipeline.evaluation import EvaluationRun
+    from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
 FLAGGED_EXIT_CODE = 3
 
@@ -186,10 +186,10 @@ def compare(
 ) -> None:
     """Compare variant CANDIDATE with CONTROL on TRACES (files or directories), per segment."""
     from retrieval_pipeline.comparison import ALL_SEGMENTS, ComparisonSettings, compare_variants
-    from retrieval_pipeline.evaluation import run_evaluation
     from retrieval_pipeline.html_report import report_format, write_comparison_report
+    from retrieval_pipeline.ingest.files import TraceFileError
     from retrieval_pipeline.metrics import MetricConfigError
-    from retrieval_pipeline.readers import TraceFileError
+    from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
     try:
         if output is not None:

@@ -79,8 +79,8 @@ from retrieval_pipeline.config import (
     MIN_NORMAL_APPROXIMATION_PAIRS,
 )
 from retrieval_pipeline.metrics import DEFAULT_METRICS, MetricConfigError, parse_metric
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
 from retrieval_pipeline.report import segment_label
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 
 Verdict = Literal["better", "worse", "no significant difference", "not tested"]
 VERDICTS: tuple[Verdict, ...] = ("better", "worse", "no significant difference", "not tested")

@@ -40,8 +40,8 @@ from retrieval_pipeline.comparison import (
     Comparison,
     threshold_for,
 )
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
 from retrieval_pipeline.report import RegressionReport, escape_markdown, segment_label
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.svg_chart import (
     FONT_SIZE,
     Chart,

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import click
 
-from retrieval_pipeline.cli_options import gain_option, metrics_option, relevance_level_option
+from retrieval_pipeline.cli.options import gain_option, metrics_option, relevance_level_option
 from retrieval_pipeline.metrics import MetricConfigError
 from retrieval_pipeline.monitoring import (
     Alert,

@@ -971,8 +971,10 @@ def read_new_parquet_rows(
     # Imported here: only Parquet needs them, and `monitor` must start without them.
     import duckdb
 
-    from retrieval_pipeline.readers import TraceFileError, numbered_rows, parquet_table
-    from retrieval_pipeline.sql_files import load_sql
+    from retrieval_pipeline.ingest.files import TraceFileError
+    from retrieval_pipeline.ingest.parquet import parquet_table
+    from retrieval_pipeline.ingest.pieces import numbered_rows
+    from retrieval_pipeline.warehouse.sql import load_sql
 
     try:
         table = parquet_table(path)
@@ -1157,7 +1159,7 @@ def advance(
 
 def prepare_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     """UTC session and the live tables (`sql/live_windows_schema.sql`), created if missing."""
-    from retrieval_pipeline.sql_files import load_sql
+    from retrieval_pipeline.warehouse.sql import load_sql
 
     conn.execute("set TimeZone = 'UTC'")
     conn.execute(load_sql("live_windows_schema"))
@@ -1235,7 +1237,7 @@ def record_events(
 
     Rows are keyed by window (and segment, metric, event) and replaced on conflict, so writing
     the same events again (a tick replayed after a crash) changes nothing."""
-    from retrieval_pipeline.sql_files import load_sql
+    from retrieval_pipeline.warehouse.sql import load_sql
 
     prepare_warehouse(conn)
     alerts = [e for e in events if isinstance(e, Alert | Recovery)]
@@ -1261,7 +1263,7 @@ def record_events(
 
 def open_alert_reasons(conn: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
     """Alerts in the warehouse that no recovery closed: `(segment, metric, reason)`."""
-    from retrieval_pipeline.sql_files import load_sql
+    from retrieval_pipeline.warehouse.sql import load_sql
 
     prepare_warehouse(conn)
     rows = conn.execute(load_sql("rpt_live_open_alerts")).fetchall()

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 
 STATUS_ORDER = {"fail": 0, "insufficient": 1, "pass": 2, "no_threshold": 3}
 MISSING = "-"

@@ -19,7 +19,7 @@ from retrieval_pipeline import html_report
 from retrieval_pipeline.comparison import ALL_SEGMENTS
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.report import RegressionReport
-from retrieval_pipeline.sql_files import load_sql
+from retrieval_pipeline.warehouse.sql import load_sql
 
 TREND_PARTITIONS = 30
 TREND_COLUMNS = (

@@ -23,7 +23,7 @@ from retrieval_pipeline.comparison import (
     paired_statistics,
 )
 from retrieval_pipeline.metrics import MetricConfigError, parse_metrics
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 
 pytestmark = pytest.mark.filterwarnings("error")  # degenerate cells must not warn
 
@@ -102,8 +102,9 @@ def test_long_query_metrics_give_the_same_comparison() -> None:
 
 def test_the_warehouse_rows_and_the_engine_table_agree() -> None:
     """The asset's input (long `query_metrics` rows) and the CLI's (`per_query`) are one thing."""
-    from retrieval_pipeline import engine
-    from retrieval_pipeline.evaluation import run_evaluation
+    from retrieval_pipeline.warehouse import connection, ingestion, steps
+    from retrieval_pipeline.warehouse import corpus as wcorpus
+    from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
     rng = np.random.default_rng(8)
     records = []
@@ -123,13 +124,13 @@ def test_the_warehouse_rows_and_the_engine_table_agree() -> None:
     traces = pd.DataFrame(records)
     names = ["ndcg@10", "mrr"]
     per_query = run_evaluation(traces, names).per_query
-    conn = engine.connect(":memory:")
+    conn = connection.connect(":memory:")
     try:
-        engine.ingest_traces(conn, traces)
-        engine.load_corpus(conn, None)
+        ingestion.ingest_traces(conn, traces)
+        wcorpus.load_corpus(conn, None)
         start, end = date(2026, 1, 1), date(2026, 1, 3)
-        engine.build_labels(conn, start, end, use_corpus=False)
-        engine.compute_query_metrics(conn, parse_metrics(names), start, end)
+        steps.build_labels(conn, start, end, use_corpus=False)
+        steps.compute_query_metrics(conn, parse_metrics(names), start, end)
         rows = conn.execute("select * from query_metrics").df()
     finally:
         conn.close()
@@ -359,8 +360,8 @@ def test_bad_input_is_a_clear_error() -> None:
 
 def test_sample_regression_is_flagged_and_clean_day_is_not(tmp_path: Path) -> None:
     from retrieval_pipeline.config import DEFAULT_THRESHOLDS, ChecksConfig
-    from retrieval_pipeline.evaluation import run_evaluation
     from retrieval_pipeline.sample import REGRESSION_SEGMENT, write_sample_store
+    from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
     clean, bad = date(2026, 1, 9), date(2026, 1, 10)
     write_sample_store(tmp_path, days=2, seed=7, end_date=bad)

@@ -19,7 +19,6 @@ import duckdb
 import pandas as pd
 import pytest
 
-from retrieval_pipeline import engine
 from retrieval_pipeline.comparison import ComparisonSettings, compare_variants
 from retrieval_pipeline.config import (
     DEFAULT_THRESHOLDS,
@@ -42,11 +41,12 @@ from retrieval_pipeline.defs.resources import (
     TraceStoreResource,
     WarehouseResource,
 )
-from retrieval_pipeline.evaluation import run_evaluation
 from retrieval_pipeline.metrics import parse_metrics
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
 from retrieval_pipeline.sample import MANIFEST_NAME, write_sample_store
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.store import LocalTraceStore
+from retrieval_pipeline.warehouse import connection, steps
+from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
 END = date(2026, 11, 30)  # the injected regression's day
 DAYS = [END - timedelta(days=n) for n in (2, 1, 0)]
@@ -328,9 +328,9 @@ def test_coverage_counts_each_day_through_its_own_metrics(
     setup, _ = graph
     database = tmp_path / "warehouse.duckdb"
     shutil.copy(setup.database, database)
-    conn = engine.connect(database)
+    conn = connection.connect(database)
     try:
-        engine.compute_query_metrics(conn, parse_metrics("recall@20,mrr"), DAYS[0], DAYS[0])
+        steps.compute_query_metrics(conn, parse_metrics("recall@20,mrr"), DAYS[0], DAYS[0])
         config = PipelineConfig(comparison=ComparisonConfig(lookback_days=3, n_resamples=99))
         window = read_window(conn, END, config)
         rows = conn.execute(

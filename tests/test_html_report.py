@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from browser import CHROMIUM, render
 
 from retrieval_pipeline import html_report
 from retrieval_pipeline.comparison import Comparison, ComparisonSettings, compare_variants
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
+from retrieval_pipeline.segments import OVERALL_SEGMENT
+from tests.browser import CHROMIUM, render
 
 HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

@@ -444,9 +444,9 @@ def test_state_of_another_version_or_window_kind_is_refused() -> None:
 
 
 def test_overall_segment_is_the_nightlys() -> None:
-    from retrieval_pipeline import nightly
+    from retrieval_pipeline import segments
 
-    assert OVERALL == nightly.OVERALL_SEGMENT
+    assert OVERALL == segments.OVERALL_SEGMENT
 
 
 # --- reading what arrived ---------------------------------------------------------------------

@@ -18,7 +18,6 @@ import dagster as dg
 import duckdb
 import pandas as pd
 import pytest
-from browser import CHROMIUM, render
 
 from retrieval_pipeline import html_report, trend
 from retrieval_pipeline.config import PipelineConfig
@@ -30,6 +29,7 @@ from retrieval_pipeline.defs.resources import (
     WarehouseResource,
 )
 from retrieval_pipeline.report import build_report
+from tests.browser import CHROMIUM, render
 
 HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
 from retrieval_pipeline.report import (
     CheckOutcome,
     Miss,
@@ -23,6 +22,7 @@ from retrieval_pipeline.report import (
     rate_verdict,
     threshold_verdict,
 )
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 
 DAY = date(2026, 11, 30)
 NAN = float("nan")

@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 
 from retrieval_pipeline import report
-from retrieval_pipeline.defs import assets, checks
+from retrieval_pipeline.defs.nightly import assets, checks, gate
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
 )
-from retrieval_pipeline.evaluation import run_evaluation
 from retrieval_pipeline.store import LocalTraceStore, TraceStoreError
+from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "retrieval_pipeline"
@@ -39,7 +39,7 @@ PIPELINE = [
     assets.query_metrics,
     assets.segment_metrics,
     assets.regression_report,
-    assets.deploy_gate,
+    gate.deploy_gate,
     *checks.ALL_CHECKS,
 ]
 WAREHOUSE_TABLES = [
@@ -201,8 +201,8 @@ CONNECTION = re.compile(r"^(conn|connection|con|cursor|duckdb|db)$")
 # be a parameter) checked against a fixed list before use. Values never reach these texts.
 AUDITED = {
     # both start with `if table not in PARTITIONED_TABLES: raise`
-    ("engine.py", "_delete_partitions", "table"),
-    ("engine.py", "_insert", "table"),
+    ("partitions.py", "delete_partitions", "table"),
+    ("partitions.py", "insert", "table"),
     ("nightly.py", "_replace", "table"),  # `load_sql(_STATEMENTS[table])` refuses other names
     ("nightly.py", "_read", "_checked(table)"),  # `_checked` refuses names not in _STATEMENTS
 }
@@ -306,7 +306,7 @@ def audit(source: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
 def test_no_sql_is_built_from_values() -> None:
     found: set[tuple[str, str, str]] = set()
     dynamic: list[tuple[str, str, str]] = []
-    files = sorted([*PACKAGE.glob("*.py"), *(PACKAGE / "defs").glob("*.py")])
+    files = sorted(PACKAGE.rglob("*.py"))
     assert len(files) > 10
     for path in files:
         sites, calls = audit(path.read_text(encoding="utf-8"))
@@ -314,8 +314,8 @@ def test_no_sql_is_built_from_values() -> None:
         dynamic += [(path.name, function, expr) for function, expr in calls]
     assert found == AUDITED, "SQL text built from something other than a checked table name"
     assert dynamic == [], "SQL run from a text that is neither a literal nor a statement file"
-    engine_source = (PACKAGE / "engine.py").read_text()
-    assert "if table not in PARTITIONED_TABLES:\n        raise ValueError" in engine_source
+    partitions_source = (PACKAGE / "warehouse" / "partitions.py").read_text()
+    assert "if table not in PARTITIONED_TABLES:\n        raise ValueError" in partitions_source
 
 
 @pytest.mark.parametrize(
@@ -538,9 +538,9 @@ def test_report_json_is_strict_json_whatever_the_names(tmp_path: Path) -> None:
 
 
 def test_every_test_the_guarantees_name_exists() -> None:
-    """README's Guarantees cite tests as `file.py::name` (`::name` refers to the last file)."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Guarantees") :]
+    """docs/guarantees.md cites tests as `file.py::name` (`::name` refers to the last file)."""
+    guarantees = (ROOT / "docs" / "guarantees.md").read_text()
+    section = guarantees[guarantees.index("## Guarantees") :]
     cited: list[tuple[str, str]] = []
     current = ""
     for file, name in re.findall(r"(?:(test_\w+\.py))?::(test_\w+)", section):
@@ -548,5 +548,7 @@ def test_every_test_the_guarantees_name_exists() -> None:
         cited.append((current, name))
     assert len(cited) > 20
     for file, name in cited:
-        source = (ROOT / "tests" / file).read_text()
+        found = list((ROOT / "tests").rglob(file))
+        assert len(found) == 1, f"{file}: {len(found)} files of that name under tests/"
+        source = found[0].read_text()
         assert f"def {name}(" in source, f"{file}::{name}"

@@ -44,11 +44,11 @@ from retrieval_pipeline.comparison import (
     query_metrics_data,
 )
 from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.defs.assets import query_metrics, segment_metrics, warehouse_asset
+from retrieval_pipeline.defs.nightly.assets import query_metrics, segment_metrics, warehouse_asset
 from retrieval_pipeline.defs.partitions import partition_days
 from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
-from retrieval_pipeline.sql_files import load_sql
+from retrieval_pipeline.segments import OVERALL_SEGMENT
+from retrieval_pipeline.warehouse.sql import load_sql
 
 NO_COMPARISON = "no comparison possible"
 REPORT_STEM = "variant_comparison"

@@ -23,7 +23,7 @@ import duckdb
 from pydantic import Field
 
 from retrieval_pipeline import monitoring
-from retrieval_pipeline.defs.assets import POOL
+from retrieval_pipeline.defs.nightly.assets import POOL
 from retrieval_pipeline.defs.resources import TraceStoreResource, WarehouseResource
 from retrieval_pipeline.store import TraceStoreError
 
