@@ -16,14 +16,18 @@ from pathlib import Path
 
 import dagster as dg
 
-from retrieval_pipeline import engine, nightly, readers, report, trend
+from retrieval_pipeline import engine, gate, nightly, readers
 from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
 )
+from retrieval_pipeline.reports import regression_html
+from retrieval_pipeline.reports.regression import RegressionReport, build_report
 from retrieval_pipeline.store import TraceStoreError
+from retrieval_pipeline.text import escape_markdown
+from retrieval_pipeline.warehouse.trend import read_segment_trend
 
 # Single-run backfills need `backfill_policy`, which Dagster 1.13 still labels beta; the warning
 # would print once per asset on every load and says nothing a user can act on.
@@ -58,7 +62,7 @@ def warehouse_asset(
 
 def _md_table(header: list[str], rows: list[list[object]]) -> dg.MetadataValue:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(report.escape_markdown(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(escape_markdown(c) for c in row) + " |" for row in rows]
     return dg.MetadataValue.md("\n".join(lines))
 
 
@@ -98,7 +102,7 @@ def traces(
     store = trace_store.get_store()
     per_day: list[tuple[date, engine.IngestCounts]] = []
     try:
-        files_by_day = [(day, store.trace_files(day)) for day in report.days_between(start, end)]
+        files_by_day = [(day, store.trace_files(day)) for day in gate.days_between(start, end)]
     except TraceStoreError as exc:
         raise dg.Failure(description=str(exc)) from exc
     with warehouse.get_connection() as conn:
@@ -213,7 +217,7 @@ def labels(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
         # a day at a time, so that a backfill's memory is one day's whatever its length
         counts = engine.LabelCounts.total(
             engine.build_labels(conn, day, day, use_corpus=quality.corpus_documents > 0)
-            for day in report.days_between(start, end)
+            for day in gate.days_between(start, end)
         )
     rate = counts.stale / counts.labels if counts.labels else float("nan")
     summary = (
@@ -249,7 +253,7 @@ def query_metrics(
             engine.compute_query_metrics(
                 conn, config.metric_objects(), day, day, config.gain, config.relevance_level
             )
-            for day in report.days_between(start, end)
+            for day in gate.days_between(start, end)
         )
     summary = (
         f"{counts.traces} traces scored on {', '.join(config.metrics)}: {counts.annotated} "
@@ -281,7 +285,7 @@ def segment_metrics(
     config = settings.load()
     with warehouse.get_connection() as conn:
         rows = nightly.build_segment_metrics(conn, config, start, end)
-    misses = report.misses_of(rows)
+    misses = gate.misses_of(rows)
     statuses = rows["status"].value_counts().to_dict() if not rows.empty else {}
     groups = rows.drop_duplicates(["partition_date", "segment", "variant"]) if len(rows) else rows
     summary = (
@@ -313,13 +317,15 @@ def regression_report(
     start, end = partition_days(context)
     config = settings.load()
     folder = settings.reports_folder(warehouse)
-    reports: list[report.RegressionReport] = []
+    reports: list[RegressionReport] = []
     with warehouse.get_connection() as conn:
-        for day in report.days_between(start, end):
+        for day in gate.days_between(start, end):
             reports.append(
-                report.build_report(nightly.build_regression_rows(conn, config, day), config, day)
+                build_report(nightly.build_regression_rows(conn, config, day), config, day)
             )
-            trend.write_regression_html(conn, reports[-1], config, folder)
+            metrics = regression_html.trend_metrics(reports[-1], config)
+            day_trend = read_segment_trend(conn, day, metrics)
+            regression_html.write_regression_html(reports[-1], day_trend, config, folder)
     written: list[str] = []
     for day_report in reports:
         stem = folder / f"regression_report_{day_report.partition.isoformat()}"
@@ -345,9 +351,7 @@ def regression_report(
     return dg.MaterializeResult(metadata=metadata)
 
 
-def _outcome(
-    instance: dg.DagsterInstance, check_key: dg.AssetCheckKey
-) -> report.CheckOutcome | None:
+def _outcome(instance: dg.DagsterInstance, check_key: dg.AssetCheckKey) -> gate.CheckOutcome | None:
     record = instance.get_latest_asset_check_evaluation_record(check_key)
     if record is None:
         return None
@@ -356,18 +360,18 @@ def _outcome(
         data = record.event.dagster_event.event_specific_data
         evaluation = data if isinstance(data, dg.AssetCheckEvaluation) else None
     if evaluation is None:
-        return report.CheckOutcome(check_key.name, None, None, None, run_id=record.run_id)
+        return gate.CheckOutcome(check_key.name, None, None, None, run_id=record.run_id)
     return _check_outcome(evaluation, record.run_id, record.create_timestamp)
 
 
 def _check_outcome(
     evaluation: dg.AssetCheckEvaluation, run_id: str, evaluated_at: float
-) -> report.CheckOutcome:
+) -> gate.CheckOutcome:
     def text(key: str) -> str | None:
         value = evaluation.metadata.get(key)
         return str(value.value) if value is not None else None
 
-    return report.CheckOutcome(
+    return gate.CheckOutcome(
         name=evaluation.check_name,
         passed=evaluation.passed,
         partition_start=text("partition_start"),
@@ -380,10 +384,10 @@ def _check_outcome(
 
 def _outcomes_in_run(
     instance: dg.DagsterInstance, run_id: str
-) -> dict[dg.AssetCheckKey, report.CheckOutcome]:
+) -> dict[dg.AssetCheckKey, gate.CheckOutcome]:
     """The check evaluations this run recorded. A concurrent run of other days records its own
     evaluations too, so the latest one of a check may not be this run's."""
-    found: dict[dg.AssetCheckKey, report.CheckOutcome] = {}
+    found: dict[dg.AssetCheckKey, gate.CheckOutcome] = {}
     records = instance.get_records_for_run(
         run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
     ).records
@@ -419,20 +423,20 @@ def deploy_gate(
     outcomes = {
         key.name: in_run.get(key) or _outcome(context.instance, key) for key in BLOCKING_CHECK_KEYS
     }
-    refusals = report.gate_refusals(BLOCKING_CHECKS, outcomes, start, end)
+    refusals = gate.gate_refusals(BLOCKING_CHECKS, outcomes, start, end)
     if refusals:
         raise dg.Failure(
             description=(
-                f"deploy gate refuses {report.window_text(start, end)}:\n" + "\n".join(refusals)
+                f"deploy gate refuses {gate.window_text(start, end)}:\n" + "\n".join(refusals)
             ),
             metadata={"refusals": "\n".join(refusals)},
         )
     folder = settings.approvals_folder(warehouse)
     approved_at = datetime.now(UTC).isoformat(timespec="seconds")
     written: list[str] = []
-    for day in report.days_between(start, end):
+    for day in gate.days_between(start, end):
         # one record per day, so a deploy system finds a day's approval by its name
-        record = report.approval_record(
+        record = gate.approval_record(
             day,
             [o for o in outcomes.values() if o is not None],
             run_id=context.run.run_id,
@@ -444,7 +448,7 @@ def deploy_gate(
     return dg.MaterializeResult(
         metadata={
             **_range_metadata(start, end),
-            "summary": f"approved {report.window_text(start, end)}: "
+            "summary": f"approved {gate.window_text(start, end)}: "
             + ", ".join(f"{name} passed" for name in BLOCKING_CHECKS),
             "approval_records": "\n".join(written),
             "approval_record": dg.MetadataValue.path(written[-1]),
