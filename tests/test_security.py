@@ -16,14 +16,15 @@ import duckdb
 import pandas as pd
 import pytest
 
-from retrieval_pipeline import report
 from retrieval_pipeline.defs.nightly import assets, checks, gate
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
 )
+from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.store import LocalTraceStore, TraceStoreError
+from retrieval_pipeline.text import escape_markdown
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +143,7 @@ def test_markdown_report_escapes_trace_strings(hostile_run: dict[str, object]) -
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     unescaped_pipes = {len(re.findall(r"(?<!\\)\|", line)) for line in rows}
     assert unescaped_pipes == {12}, "a cell break leaked from a name"  # 11 columns
-    assert f"- {report.escape_markdown(PIPE)} / {report.escape_markdown(INJECTION)}:" in text
+    assert f"- {escape_markdown(PIPE)} / {escape_markdown(INJECTION)}:" in text
 
 
 def test_html_report_escapes_trace_strings(hostile_run: dict[str, object]) -> None:
@@ -181,7 +182,7 @@ def test_dagster_markdown_metadata_is_escaped(hostile_run: dict[str, object]) ->
         ]
     assert markdown, "no Markdown metadata was found"
     joined = "\n".join(markdown)
-    assert report.escape_markdown(SCRIPT) in joined  # the names are there, escaped
+    assert escape_markdown(SCRIPT) in joined  # the names are there, escaped
     assert "<script>" not in joined
     assert re.search(r"(?<!\\)a\|b", joined) is None
 
@@ -530,7 +531,7 @@ def test_report_json_is_strict_json_whatever_the_names(tmp_path: Path) -> None:
     )
     from retrieval_pipeline.config import PipelineConfig
 
-    built = report.build_report(frame, PipelineConfig(), DAY)
+    built = build_report(frame, PipelineConfig(), DAY)
     data = json.loads(built.to_json())  # allow_nan=False: NaN became null, names are escaped
     assert data["rows"][0]["segment"] == '"\n\\u0000</script>'
     assert data["rows"][0]["mean"] is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from retrieval_pipeline.cli import evaluate, sample
+from retrieval_pipeline.cli import compare, evaluate, sample
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,4 +16,4 @@ def main() -> None:
 main.add_command(sample.sample)
 main.add_command(evaluate.evaluate)
 main.add_command(__import__("retrieval_pipeline.monitor_cli", fromlist=["monitor"]).monitor)
-main.add_command(__import__("retrieval_pipeline.compare_cli", fromlist=["compare"]).compare)
+main.add_command(compare.compare)

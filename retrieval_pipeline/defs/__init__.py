@@ -17,8 +17,8 @@ from pathlib import Path
 import dagster as dg
 
 from retrieval_pipeline.config import config_path, load_config
-from retrieval_pipeline.defs import comparison as ab
 from retrieval_pipeline.defs import monitoring as live
+from retrieval_pipeline.defs.ab import assets as ab
 from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
 from retrieval_pipeline.defs.nightly import assets, checks, gate
 from retrieval_pipeline.defs.resources import (

@@ -29,7 +29,6 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from retrieval_pipeline import report, trend
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.defs import ASSETS
 from retrieval_pipeline.defs import executor as reaper
@@ -39,6 +38,8 @@ from retrieval_pipeline.defs.resources import (
     TraceStoreResource,
     WarehouseResource,
 )
+from retrieval_pipeline.reports import regression_html
+from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.sample import write_sample_store
 from retrieval_pipeline.store import LocalTraceStore
 from retrieval_pipeline.warehouse import connection, nightly
@@ -218,7 +219,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
 def test_sigkill_during_each_step_leaves_old_or_new_and_a_rerun_matches(
     server: ForkServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(trend, "write_regression_html", lambda *args: None)  # as the server's
+    # as the server's
+    monkeypatch.setattr(regression_html, "write_regression_html", lambda *args: None)
     seed = int(os.environ.get("FAULTS_SEED") or random.randrange(2**32))
     print(f"FAULTS_SEED={seed}")
     rng = random.Random(seed)
@@ -415,7 +417,7 @@ def test_three_runs_at_once_all_succeed_and_equal_sequential_runs(
             for step in WAREHOUSE_STEPS:
                 warehouse_step(conn, store, step, run_days)
         expected_reports = {
-            day: report.build_report(nightly.read_regression_rows(conn, day, day), config, day)
+            day: build_report(nightly.read_regression_rows(conn, day, day), config, day)
             for day in days
         }
     finally:
@@ -438,7 +440,8 @@ def test_the_gate_reads_its_own_runs_checks_when_other_days_ran_since(
     another day, by the time this run's gate asks. The gate takes its own run's evaluations
     (found by the concurrency test above; here made certain by answering "latest" with the
     other day's records), and alone it still refuses what its latest checks did not cover."""
-    monkeypatch.setattr(trend, "write_regression_html", lambda *args: None)  # not under test
+    # not under test
+    monkeypatch.setattr(regression_html, "write_regression_html", lambda *args: None)
     world = make_world(tmp_path)
     instance = dg.DagsterInstance.ephemeral()
     other, day = LocalTraceStore(small_store).days()[:2]

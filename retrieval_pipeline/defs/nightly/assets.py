@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from retrieval_pipeline import report, trend
+from retrieval_pipeline import gate
 from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
@@ -23,6 +23,8 @@ from retrieval_pipeline.defs.resources import (
 )
 from retrieval_pipeline.files import write_atomically
 from retrieval_pipeline.ingest.files import TraceFileError
+from retrieval_pipeline.reports import regression_html
+from retrieval_pipeline.reports.regression import RegressionReport, build_report
 from retrieval_pipeline.store import TraceStoreError
 from retrieval_pipeline.text import markdown_table
 from retrieval_pipeline.warehouse import nightly
@@ -34,6 +36,7 @@ from retrieval_pipeline.warehouse.steps import (
     build_labels,
     compute_query_metrics,
 )
+from retrieval_pipeline.warehouse.trend import read_segment_trend
 
 # Single-run backfills need `backfill_policy`, which Dagster 1.13 still labels beta; the warning
 # would print once per asset on every load and says nothing a user can act on.
@@ -77,7 +80,7 @@ def traces(
     store = trace_store.get_store()
     per_day: list[tuple[date, IngestCounts]] = []
     try:
-        files_by_day = [(day, store.trace_files(day)) for day in report.days_between(start, end)]
+        files_by_day = [(day, store.trace_files(day)) for day in gate.days_between(start, end)]
     except TraceStoreError as exc:
         raise dg.Failure(description=str(exc)) from exc
     with warehouse.get_connection() as conn:
@@ -194,7 +197,7 @@ def labels(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
         # a day at a time, so that a backfill's memory is one day's whatever its length
         counts = LabelCounts.total(
             build_labels(conn, day, day, use_corpus=quality.corpus_documents > 0)
-            for day in report.days_between(start, end)
+            for day in gate.days_between(start, end)
         )
     rate = counts.stale / counts.labels if counts.labels else float("nan")
     summary = (
@@ -230,7 +233,7 @@ def query_metrics(
             compute_query_metrics(
                 conn, config.metric_objects(), day, day, config.gain, config.relevance_level
             )
-            for day in report.days_between(start, end)
+            for day in gate.days_between(start, end)
         )
     summary = (
         f"{counts.traces} traces scored on {', '.join(config.metrics)}: {counts.annotated} "
@@ -262,7 +265,7 @@ def segment_metrics(
     config = settings.load()
     with warehouse.get_connection() as conn:
         rows = nightly.build_segment_metrics(conn, config, start, end)
-    misses = report.misses_of(rows)
+    misses = gate.misses_of(rows)
     statuses = rows["status"].value_counts().to_dict() if not rows.empty else {}
     groups = rows.drop_duplicates(["partition_date", "segment", "variant"]) if len(rows) else rows
     summary = (
@@ -294,13 +297,15 @@ def regression_report(
     start, end = partition_days(context)
     config = settings.load()
     folder = settings.reports_folder(warehouse)
-    reports: list[report.RegressionReport] = []
+    reports: list[RegressionReport] = []
     with warehouse.get_connection() as conn:
-        for day in report.days_between(start, end):
+        for day in gate.days_between(start, end):
             reports.append(
-                report.build_report(nightly.build_regression_rows(conn, config, day), config, day)
+                build_report(nightly.build_regression_rows(conn, config, day), config, day)
             )
-            trend.write_regression_html(conn, reports[-1], config, folder)
+            metrics = regression_html.trend_metrics(reports[-1], config)
+            day_trend = read_segment_trend(conn, day, metrics)
+            regression_html.write_regression_html(reports[-1], day_trend, config, folder)
     written: list[str] = []
     for day_report in reports:
         stem = folder / f"regression_report_{day_report.partition.isoformat()}"

@@ -13,7 +13,7 @@ from datetime import date
 
 import dagster as dg
 
-from retrieval_pipeline import report
+from retrieval_pipeline import gate
 from retrieval_pipeline.defs.nightly.assets import POOL, labels, regression_report, traces
 from retrieval_pipeline.defs.partitions import partition_days
 from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
@@ -23,7 +23,7 @@ from retrieval_pipeline.warehouse.nightly import QualityCounts
 Share = tuple[int, int]  # (part, whole) of one day
 
 
-def _result(verdict: report.Verdict, severity: dg.AssetCheckSeverity) -> dg.AssetCheckResult:
+def _result(verdict: gate.Verdict, severity: dg.AssetCheckSeverity) -> dg.AssetCheckResult:
     metadata: dict[str, dg.MetadataValue] = {}
     for key, value in verdict.metadata.items():
         if key == "breakdown":
@@ -52,7 +52,7 @@ def segment_thresholds(
     start, end = partition_days(context)
     with warehouse.get_connection() as conn:
         rows = nightly.read_regression_rows(conn, start, end)
-    return _result(report.threshold_verdict(rows, start, end), dg.AssetCheckSeverity.ERROR)
+    return _result(gate.threshold_verdict(rows, start, end), dg.AssetCheckSeverity.ERROR)
 
 
 @dg.asset_check(asset=regression_report, blocking=True, pool=POOL)
@@ -66,7 +66,7 @@ def annotation_coverage(
     min_coverage = settings.load().checks.min_coverage
     with warehouse.get_connection() as conn:
         rows = nightly.read_regression_rows(conn, start, end)
-    verdict = report.coverage_verdict(rows, min_coverage, start, end)
+    verdict = gate.coverage_verdict(rows, min_coverage, start, end)
     return _result(verdict, dg.AssetCheckSeverity.ERROR)
 
 
@@ -76,7 +76,7 @@ def _daily_shares(
     with warehouse.get_connection() as conn:
         return {
             day: share(nightly.quality_counts(conn, day, day))
-            for day in report.days_between(start, end)
+            for day in gate.days_between(start, end)
         }
 
 
@@ -92,7 +92,7 @@ def quarantine_rate(
         warehouse, start, end, lambda c: (c.quarantined_records, c.records_read)
     )
     limit = settings.load().checks.max_quarantine_rate
-    verdict = report.rate_verdict("quarantine rate", per_day, limit, "records read", start, end)
+    verdict = gate.rate_verdict("quarantine rate", per_day, limit, "records read", start, end)
     return _result(verdict, dg.AssetCheckSeverity.ERROR)
 
 
@@ -106,7 +106,7 @@ def stale_label_rate(
     start, end = partition_days(context)
     per_day = _daily_shares(warehouse, start, end, lambda c: (c.stale_labels, c.labels))
     limit = settings.load().checks.max_stale_label_rate
-    verdict = report.rate_verdict("stale-label rate", per_day, limit, "labels", start, end)
+    verdict = gate.rate_verdict("stale-label rate", per_day, limit, "labels", start, end)
     return _result(verdict, dg.AssetCheckSeverity.WARN)
 
 

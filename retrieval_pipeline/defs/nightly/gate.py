@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from retrieval_pipeline import report
+from retrieval_pipeline import gate
 from retrieval_pipeline.defs.nightly.assets import (
     GROUP,
     SINGLE_RUN,
@@ -31,9 +31,7 @@ BLOCKING_CHECK_KEYS = (
 BLOCKING_CHECKS = tuple(key.name for key in BLOCKING_CHECK_KEYS)
 
 
-def _outcome(
-    instance: dg.DagsterInstance, check_key: dg.AssetCheckKey
-) -> report.CheckOutcome | None:
+def _outcome(instance: dg.DagsterInstance, check_key: dg.AssetCheckKey) -> gate.CheckOutcome | None:
     record = instance.get_latest_asset_check_evaluation_record(check_key)
     if record is None:
         return None
@@ -42,18 +40,18 @@ def _outcome(
         data = record.event.dagster_event.event_specific_data
         evaluation = data if isinstance(data, dg.AssetCheckEvaluation) else None
     if evaluation is None:
-        return report.CheckOutcome(check_key.name, None, None, None, run_id=record.run_id)
+        return gate.CheckOutcome(check_key.name, None, None, None, run_id=record.run_id)
     return _check_outcome(evaluation, record.run_id, record.create_timestamp)
 
 
 def _check_outcome(
     evaluation: dg.AssetCheckEvaluation, run_id: str, evaluated_at: float
-) -> report.CheckOutcome:
+) -> gate.CheckOutcome:
     def text(key: str) -> str | None:
         value = evaluation.metadata.get(key)
         return str(value.value) if value is not None else None
 
-    return report.CheckOutcome(
+    return gate.CheckOutcome(
         name=evaluation.check_name,
         passed=evaluation.passed,
         partition_start=text("partition_start"),
@@ -66,10 +64,10 @@ def _check_outcome(
 
 def _outcomes_in_run(
     instance: dg.DagsterInstance, run_id: str
-) -> dict[dg.AssetCheckKey, report.CheckOutcome]:
+) -> dict[dg.AssetCheckKey, gate.CheckOutcome]:
     """The check evaluations this run recorded. A concurrent run of other days records its own
     evaluations too, so the latest one of a check may not be this run's."""
-    found: dict[dg.AssetCheckKey, report.CheckOutcome] = {}
+    found: dict[dg.AssetCheckKey, gate.CheckOutcome] = {}
     records = instance.get_records_for_run(
         run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
     ).records
@@ -105,20 +103,20 @@ def deploy_gate(
     outcomes = {
         key.name: in_run.get(key) or _outcome(context.instance, key) for key in BLOCKING_CHECK_KEYS
     }
-    refusals = report.gate_refusals(BLOCKING_CHECKS, outcomes, start, end)
+    refusals = gate.gate_refusals(BLOCKING_CHECKS, outcomes, start, end)
     if refusals:
         raise dg.Failure(
             description=(
-                f"deploy gate refuses {report.window_text(start, end)}:\n" + "\n".join(refusals)
+                f"deploy gate refuses {gate.window_text(start, end)}:\n" + "\n".join(refusals)
             ),
             metadata={"refusals": "\n".join(refusals)},
         )
     folder = settings.approvals_folder(warehouse)
     approved_at = datetime.now(UTC).isoformat(timespec="seconds")
     written: list[str] = []
-    for day in report.days_between(start, end):
+    for day in gate.days_between(start, end):
         # one record per day, so a deploy system finds a day's approval by its name
-        record = report.approval_record(
+        record = gate.approval_record(
             day,
             [o for o in outcomes.values() if o is not None],
             run_id=context.run.run_id,
@@ -130,7 +128,7 @@ def deploy_gate(
     return dg.MaterializeResult(
         metadata={
             **range_metadata(start, end),
-            "summary": f"approved {report.window_text(start, end)}: "
+            "summary": f"approved {gate.window_text(start, end)}: "
             + ", ".join(f"{name} passed" for name in BLOCKING_CHECKS),
             "approval_records": "\n".join(written),
             "approval_record": dg.MetadataValue.path(written[-1]),

@@ -10,19 +10,19 @@ import pandas as pd
 import pytest
 
 from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.report import (
+from retrieval_pipeline.gate import (
     CheckOutcome,
     Miss,
     approval_record,
-    build_report,
     coverage_verdict,
-    escape_markdown,
     gate_refusals,
     misses_of,
     rate_verdict,
     threshold_verdict,
 )
+from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.segments import OVERALL_SEGMENT
+from retrieval_pipeline.text import escape_markdown
 
 DAY = date(2026, 11, 30)
 NAN = float("nan")

@@ -1,15 +1,13 @@
 """`retrieval-pipeline compare`: control against candidate on the same queries, from trace files.
 
 Scores TRACES exactly as `evaluate` does (same validation, quarantine and stale-label rules), then
-compares the two variants with `retrieval_pipeline.comparison` and writes the report. Only click
-and the light metric-name module are imported at start-up; the engine, pandas and scipy load
-when the command runs.
+compares the two variants with `retrieval_pipeline.ab` and writes the report. Only click and
+light pure modules (metric names, segments, text) are imported at start-up; the engine, pandas
+and scipy load when the command runs.
 """
 
 from __future__ import annotations
 
-import math
-import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,51 +15,28 @@ import click
 
 from retrieval_pipeline.cli.options import gain_option, metrics_option, relevance_level_option
 from retrieval_pipeline.metrics import DEFAULT_METRICS
+from retrieval_pipeline.segments import ALL_SEGMENTS, parse_threshold, segment_label
+from retrieval_pipeline.text import MISSING, number, printable
 
 if TYPE_CHECKING:
-    from retrieval_pipeline.comparison import Comparison
+    from retrieval_pipeline.ab.compare import Comparison
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
 FLAGGED_EXIT_CODE = 3
 
 
-def parse_threshold(text: str) -> tuple[str | None, str, float]:
-    """`[SEGMENT:]METRIC=VALUE` -> (segment, None for every segment, metric, value); ValueError
-    when malformed."""
-    key, sep, value_text = text.rpartition("=")
-    segment, _, metric = key.rpartition(":")
-    try:
-        value = float(value_text)
-    except ValueError:
-        value = math.nan
-    if not sep or not metric.strip() or not math.isfinite(value) or not 0 <= value <= 1:
-        raise ValueError(
-            f"--threshold {text!r}: expected [SEGMENT:]METRIC=VALUE with VALUE in [0, 1], "
-            "e.g. ndcg@10=0.7 or multi_hop:ndcg@10=0.72"
-        )
-    return segment or None, metric.strip(), value
-
-
-def _printable(text: object, width: int = 24) -> str:
+def _terminal(text: object, width: int = 24) -> str:
     """Trace strings on a terminal: no control characters (no escape sequences), shortened."""
-    value = "".join(" " if unicodedata.category(ch).startswith("C") else ch for ch in str(text))
-    return value if len(value) <= width else value[: width - 1] + "~"
-
-
-def _num(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    value = round(value, 3) + 0.0  # -1e-17 reads 0.000, not -0.000
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
+    return printable(text, width, ellipsis="~")
 
 
 def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
     """What the terminal shows: the accounting, one line per cell, the flag."""
-    from retrieval_pipeline.report import segment_label
+    from retrieval_pipeline.reports.comparison import short_interval
 
     ingest = run.ingest
     overall = comparison.coverage[-1]
-    control, candidate = _printable(comparison.control), _printable(comparison.candidate)
+    control, candidate = _terminal(comparison.control), _terminal(comparison.candidate)
     lines = [
         f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored, "
         f"{ingest.quarantined} quarantined; {run.labels.stale} stale labels dropped.",
@@ -73,22 +48,18 @@ def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
         f"  {'95% CI':<17}{'p Holm':>8}  verdict",
     ]
     for cell in comparison.cells:
-        interval = (
-            f"{_num(cell.ci_low, signed=True)}..{_num(cell.ci_high, signed=True)}"
-            if cell.ci_low is not None and cell.ci_high is not None
-            else "-"
-        )
+        interval = short_interval(cell)
         p = cell.p_randomization_holm
         lines.append(
-            f"{_printable(segment_label(cell.segment), 17):<18}{_printable(cell.metric, 13):<14}"
-            f"{cell.n:>5}{_num(cell.control_mean):>9}{_num(cell.candidate_mean):>10}"
-            f"{_num(cell.delta, signed=True):>8}  {interval:<17}"
-            f"{'-' if p is None else f'{p:.4f}':>8}  {cell.verdict}"
+            f"{_terminal(segment_label(cell.segment), 17):<18}{_terminal(cell.metric, 13):<14}"
+            f"{cell.n:>5}{number(cell.control_mean):>9}{number(cell.candidate_mean):>10}"
+            f"{number(cell.delta, signed=True):>8}  {interval:<17}"
+            f"{MISSING if p is None else f'{p:.4f}':>8}  {cell.verdict}"
         )
     lines.append("")
     if comparison.flagged:
         lines.append("FLAGGED for review:")
-        lines += [f"  - {_printable(reason, 400)}" for reason in comparison.reasons]
+        lines += [f"  - {_terminal(reason, 400)}" for reason in comparison.reasons]
     else:
         lines.append("Not flagged.")
     return "\n".join(lines)
@@ -185,10 +156,11 @@ def compare(
     fail_on_flag: bool,
 ) -> None:
     """Compare variant CANDIDATE with CONTROL on TRACES (files or directories), per segment."""
-    from retrieval_pipeline.comparison import ALL_SEGMENTS, ComparisonSettings, compare_variants
-    from retrieval_pipeline.html_report import report_format, write_comparison_report
+    from retrieval_pipeline.ab.compare import ComparisonSettings
+    from retrieval_pipeline.ab.pairing import compare_variants
     from retrieval_pipeline.ingest.files import TraceFileError
     from retrieval_pipeline.metrics import MetricConfigError
+    from retrieval_pipeline.reports.comparison import report_format, write_comparison_report
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
     try:
@@ -196,7 +168,10 @@ def compare(
             report_format(output)
         limits: dict[str, dict[str, float]] = {}
         for text in thresholds:
-            segment, metric, value = parse_threshold(text)
+            try:
+                segment, metric, value = parse_threshold(text)
+            except ValueError as exc:
+                raise ValueError(f"--threshold: {exc}") from None
             limits.setdefault(segment or ALL_SEGMENTS, {})[metric] = value
         guarded = [name for item in guards for name in item.split(",") if name.strip()]
         large = (

@@ -2,10 +2,10 @@
 whiskers and reference lines, with tick labels, titles and a legend.
 
 The reports' charts are simple, so they are drawn as SVG elements rather than through a plotting
-library: matplotlib spent 0.1-0.2 s laying out and drawing each of them, 1.1-1.3 s per nightly
-partition at any size (bench/README.md). Text stays text, XML-escaped; its width is estimated
-from its length (`text_width`), so margins are computed rather than measured. Pure: numbers and
-strings in, an SVG document out; the same input gives the same bytes.
+library, whose general layout and drawing cost every nightly partition far more than these few
+elements need (bench/README.md, "Where the time goes"). Text stays text, XML-escaped; its width
+is estimated from its length (`text_width`), so margins are computed rather than measured. Pure:
+numbers and strings in, an SVG document out; the same input gives the same bytes.
 
 A `Chart` holds `Panel`s placed in pixels. A panel maps data coordinates to pixels over its
 `x_range` and `y_range`, clips what it draws to its frame, and records each series it drew
@@ -38,8 +38,9 @@ def text_width(text: str, size: float = FONT_SIZE) -> float:
     return max((len(line) for line in text.split("\n")), default=0) * size * _CHAR_EM
 
 
-def _num(value: float) -> str:
-    """A coordinate with two decimals at most and no trailing zeros: short, stable output."""
+def _coord(value: float) -> str:
+    """A pixel coordinate (or length) as SVG text: two decimals at most and no trailing zeros,
+    short, stable output (not a number for people: see `text.number`)."""
     text = f"{value:.2f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
 
@@ -117,7 +118,7 @@ class Panel:
     ) -> None:
         """A polyline with a dot at each point."""
         points = " ".join(
-            f"{_num(self.px(x))},{_num(self.py(y))}" for x, y in zip(xs, ys, strict=True)
+            f"{_coord(self.px(x))},{_coord(self.py(y))}" for x, y in zip(xs, ys, strict=True)
         )
         self._marks.append(
             f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.5"/>'
@@ -134,7 +135,7 @@ class Panel:
     def _dots(self, xs: Sequence[float], ys: Sequence[float], colour: str, radius: float) -> None:
         for x, y in zip(xs, ys, strict=True):
             self._marks.append(
-                f'<circle cx="{_num(self.px(x))}" cy="{_num(self.py(y))}" r="{radius}"'
+                f'<circle cx="{_coord(self.px(x))}" cy="{_coord(self.py(y))}" r="{radius}"'
                 f' fill="{colour}"/>'
             )
 
@@ -153,8 +154,8 @@ class Panel:
             left, right = self.px(x - width / 2), self.px(x + width / 2)
             top, bottom = sorted((self.py(value), self.py(0.0)))
             box = (
-                f'x="{_num(left)}" y="{_num(top)}" width="{_num(right - left)}"'
-                f' height="{_num(bottom - top)}"'
+                f'x="{_coord(left)}" y="{_coord(top)}" width="{_coord(right - left)}"'
+                f' height="{_coord(bottom - top)}"'
             )
             self._marks.append(f'<rect {box} fill="{colour}"/>')
             if failing is not None and failing[index]:
@@ -179,8 +180,8 @@ class Panel:
             top, bottom = self.py(y + height / 2), self.py(y - height / 2)
             left, right = sorted((self.px(start), self.px(start + value)))
             self._marks.append(
-                f'<rect x="{_num(left)}" y="{_num(top)}" width="{_num(right - left)}"'
-                f' height="{_num(bottom - top)}" fill="{colour}"/>'
+                f'<rect x="{_coord(left)}" y="{_coord(top)}" width="{_coord(right - left)}"'
+                f' height="{_coord(bottom - top)}" fill="{colour}"/>'
             )
         self.series.append(Series(label, colour, "bar", list(values), list(ys)))
 
@@ -196,14 +197,14 @@ class Panel:
         for at, low, high in intervals:
             if horizontal:
                 y, x1, x2 = self.py(at), self.px(low), self.px(high)
-                path = f"M{_num(x1)} {_num(y)}H{_num(x2)}"
-                path += f"M{_num(x1)} {_num(y - cap)}V{_num(y + cap)}"
-                path += f"M{_num(x2)} {_num(y - cap)}V{_num(y + cap)}"
+                path = f"M{_coord(x1)} {_coord(y)}H{_coord(x2)}"
+                path += f"M{_coord(x1)} {_coord(y - cap)}V{_coord(y + cap)}"
+                path += f"M{_coord(x2)} {_coord(y - cap)}V{_coord(y + cap)}"
             else:
                 x, y1, y2 = self.px(at), self.py(low), self.py(high)
-                path = f"M{_num(x)} {_num(y1)}V{_num(y2)}"
-                path += f"M{_num(x - cap)} {_num(y1)}H{_num(x + cap)}"
-                path += f"M{_num(x - cap)} {_num(y2)}H{_num(x + cap)}"
+                path = f"M{_coord(x)} {_coord(y1)}V{_coord(y2)}"
+                path += f"M{_coord(x - cap)} {_coord(y1)}H{_coord(x + cap)}"
+                path += f"M{_coord(x - cap)} {_coord(y2)}H{_coord(x + cap)}"
             self._marks.append(f'<path d="{path}" stroke="{colour}" stroke-width="1.2"/>')
 
     def hline(
@@ -228,7 +229,7 @@ class Panel:
     ) -> None:
         dash = ' stroke-dasharray="5 3"' if dashed else ""
         self._marks.append(
-            f'<line x1="{_num(x1)}" y1="{_num(y1)}" x2="{_num(x2)}" y2="{_num(y2)}"'
+            f'<line x1="{_coord(x1)}" y1="{_coord(y1)}" x2="{_coord(x2)}" y2="{_coord(y2)}"'
             f' stroke="{colour}" stroke-width="1.2"{dash}/>'
         )
 
@@ -245,20 +246,20 @@ class Panel:
             parts += [_grid(self.left, self.py(v), right, self.py(v)) for v, _ in self.y_ticks]
         clip = f"clip{self.index}"
         parts.append(
-            f'<clipPath id="{clip}"><rect x="{_num(self.left)}" y="{_num(self.top)}"'
-            f' width="{_num(self.width)}" height="{_num(self.height)}"/></clipPath>'
+            f'<clipPath id="{clip}"><rect x="{_coord(self.left)}" y="{_coord(self.top)}"'
+            f' width="{_coord(self.width)}" height="{_coord(self.height)}"/></clipPath>'
             f'<g clip-path="url(#{clip})">{"".join(self._marks)}</g>'
-            f'<rect x="{_num(self.left)}" y="{_num(self.top)}" width="{_num(self.width)}"'
-            f' height="{_num(self.height)}" fill="none" stroke="#9E9E9E"/>'
+            f'<rect x="{_coord(self.left)}" y="{_coord(self.top)}" width="{_coord(self.width)}"'
+            f' height="{_coord(self.height)}" fill="none" stroke="#9E9E9E"/>'
         )
         for value, label in self.x_ticks:
             x = self.px(value)
-            parts.append(f'<path d="M{_num(x)} {_num(bottom)}v4" stroke="#9E9E9E"/>')
+            parts.append(f'<path d="M{_coord(x)} {_coord(bottom)}v4" stroke="#9E9E9E"/>')
             if label:
                 parts.append(_text(x, bottom + 16, label, FONT_SIZE - 1, "middle"))
         for value, label in self.y_ticks:
             y = self.py(value)
-            parts.append(f'<path d="M{_num(self.left)} {_num(y)}h-4" stroke="#9E9E9E"/>')
+            parts.append(f'<path d="M{_coord(self.left)} {_coord(y)}h-4" stroke="#9E9E9E"/>')
             if label:
                 parts.append(_text(self.left - 6, y + 4, label, FONT_SIZE - 1, "end"))
         if self.title:
@@ -268,7 +269,8 @@ class Panel:
 
 def _grid(x1: float, y1: float, x2: float, y2: float) -> str:
     return (
-        f'<line x1="{_num(x1)}" y1="{_num(y1)}" x2="{_num(x2)}" y2="{_num(y2)}" stroke="{_GRID}"/>'
+        f'<line x1="{_coord(x1)}" y1="{_coord(y1)}" x2="{_coord(x2)}" y2="{_coord(y2)}"'
+        f' stroke="{_GRID}"/>'
     )
 
 
@@ -282,14 +284,14 @@ def _text(
     rotate: float | None = None,
 ) -> str:
     """Escaped text at (x, y) (the first line's baseline); a newline starts a line below."""
-    turn = f' transform="rotate({_num(rotate)} {_num(x)} {_num(y)})"' if rotate else ""
+    turn = f' transform="rotate({_coord(rotate)} {_coord(x)} {_coord(y)})"' if rotate else ""
     lines = text.split("\n")
     body = html.escape(lines[0], quote=True) + "".join(
-        f'<tspan x="{_num(x)}" dy="{_num(size * 1.15)}">{html.escape(line, quote=True)}</tspan>'
+        f'<tspan x="{_coord(x)}" dy="{_coord(size * 1.15)}">{html.escape(line, quote=True)}</tspan>'
         for line in lines[1:]
     )
     return (
-        f'<text x="{_num(x)}" y="{_num(y)}" font-size="{_num(size)}" text-anchor="{anchor}"'
+        f'<text x="{_coord(x)}" y="{_coord(y)}" font-size="{_coord(size)}" text-anchor="{anchor}"'
         f' fill="{colour}"{turn}>{body}</text>'
     )
 
@@ -342,16 +344,19 @@ class Chart:
                 colour = entry.colour
                 if entry.kind == "bar":
                     swatch = (
-                        f'<rect x="{_num(x)}" y="{_num(y - 5)}" width="16" height="10"'
+                        f'<rect x="{_coord(x)}" y="{_coord(y - 5)}" width="16" height="10"'
                         f' fill="{colour}"/>'
                     )
                 elif entry.kind == "line":
                     swatch = (
-                        f'<path d="M{_num(x)} {_num(y)}h16" stroke="{colour}" stroke-width="1.5"/>'
-                        f'<circle cx="{_num(x + 8)}" cy="{_num(y)}" r="2.5" fill="{colour}"/>'
+                        f'<path d="M{_coord(x)} {_coord(y)}h16" stroke="{colour}"'
+                        ' stroke-width="1.5"/>'
+                        f'<circle cx="{_coord(x + 8)}" cy="{_coord(y)}" r="2.5" fill="{colour}"/>'
                     )
                 else:
-                    swatch = f'<circle cx="{_num(x + 8)}" cy="{_num(y)}" r="3.5" fill="{colour}"/>'
+                    swatch = (
+                        f'<circle cx="{_coord(x + 8)}" cy="{_coord(y)}" r="3.5" fill="{colour}"/>'
+                    )
                 self._extras.append(swatch)
                 self._extras.append(_text(x + 21, y + 4, entry.label or "", FONT_SIZE - 1, "start"))
                 x += width
@@ -379,8 +384,9 @@ class Chart:
             ' stroke-width="1.5"/></pattern></defs>'
         )
         return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{_num(self.width)}"'
-            f' height="{_num(self.height)}" viewBox="0 0 {_num(self.width)} {_num(self.height)}"'
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{_coord(self.width)}"'
+            f' height="{_coord(self.height)}"'
+            f' viewBox="0 0 {_coord(self.width)} {_coord(self.height)}"'
             f' font-family="{_FONT}">{hatch}'
             f'<rect width="100%" height="100%" fill="#FFFFFF"/>{body}</svg>'
         )

@@ -19,16 +19,18 @@ import duckdb
 import pandas as pd
 import pytest
 
-from retrieval_pipeline import html_report, trend
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.defs import ASSETS
-from retrieval_pipeline.defs.comparison import variant_comparison, variant_comparison_flag
+from retrieval_pipeline.defs.ab.assets import variant_comparison, variant_comparison_flag
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
 )
-from retrieval_pipeline.report import build_report
+from retrieval_pipeline.reports.regression import build_report
+from retrieval_pipeline.reports.regression_html import regression_html
+from retrieval_pipeline.reports.trend_chart import trend_chart
+from retrieval_pipeline.warehouse import trend
 from tests.browser import CHROMIUM, render
 
 HOSTILE = "<script>alert(1)</script>"
@@ -152,7 +154,7 @@ def test_the_trend_shows_both_partitions(hostile_run: Path) -> None:
     assert set(rows["segment"]) == {"factual", HOSTILE, "__all__"}
     assert set(first["partition_date"].dt.date) == {DAYS[0]}  # nothing after the report's day
     assert set(last["partition_date"].dt.date) == {DAYS[-1]}
-    chart = html_report.trend_chart(rows, ["ndcg@10", "mrr"], value_column="mean")
+    chart = trend_chart(rows, ["ndcg@10", "mrr"], value_column="mean")
     assert chart is not None
     assert len(chart.panels) == 3 * 2  # segments (with the overall row) x metrics
 
@@ -176,7 +178,7 @@ def test_trend_reader_on_an_empty_warehouse() -> None:
 
 def test_a_day_without_data_says_so() -> None:
     empty = build_report(pd.DataFrame(), PipelineConfig(), DAYS[0])
-    page = html_report.regression_html(empty, trend=None)
+    page = regression_html(empty, trend=None)
     assert "No data:" in page and svgs(page) == []
 
 
@@ -193,7 +195,7 @@ def test_trend_ticks_are_days_not_hours() -> None:
             for d in range(2)
         ]
     )
-    chart = html_report.trend_chart(rows, ["mrr"], value_column="mean")
+    chart = trend_chart(rows, ["mrr"], value_column="mean")
     assert chart is not None
     labels = [label for _, label in chart.panels[0].x_ticks]
     assert labels == ["Mar 1\n2026", "Mar 2"], labels

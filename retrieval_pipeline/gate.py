@@ -1,6 +1,6 @@
-"""The regression report, the asset checks' verdicts and the deploy gate's decision, from tables.
+"""The asset checks' verdicts and the deploy gate's decision, from tables, in words.
 
-Pure: DataFrames and plain values in, words, Markdown and JSON out; no DuckDB, no Dagster. Every
+Pure: DataFrames and plain values in, words and plain values out; no DuckDB, no Dagster. Every
 threshold miss is named the same way everywhere (report, check description, gate refusal):
 `multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)`, the number in brackets being the
 margin (value - threshold). Strings that come from traces (segment, variant) are escaped before
@@ -9,80 +9,24 @@ they enter Markdown.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
 import pandas as pd
 
-from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.segments import OVERALL_SEGMENT
-
-STATUS_ORDER = {"fail": 0, "insufficient": 1, "pass": 2, "no_threshold": 3}
-MISSING = "-"
-
-
-def escape_markdown(text: object) -> str:
-    """`text` safe inside Markdown (also a table cell): no HTML, no code spans, no cell breaks,
-    one line."""
-    value = str(text)
-    for raw, safe in (
-        ("\\", "\\\\"),
-        ("&", "&amp;"),
-        ("<", "&lt;"),
-        (">", "&gt;"),
-        ("|", "\\|"),
-        ("`", "\\`"),
-        ("\r\n", " "),
-        ("\n", " "),
-        ("\r", " "),
-    ):
-        value = value.replace(raw, safe)
-    return value
+from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
+from retrieval_pipeline.text import escape_markdown
 
 
 def _plain(text: object) -> str:
     return str(text)
 
 
-def segment_label(segment: str) -> str:
-    """How a segment is named in words; the overall row reads `all segments`."""
-    return "all segments" if segment == OVERALL_SEGMENT else segment
-
-
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _num(value: object, digits: int = 3, signed: bool = False) -> str:
-    if not _is_number(value):
-        return MISSING
-    return f"{float(value):+.{digits}f}" if signed else f"{float(value):.{digits}f}"  # type: ignore[arg-type]
-
-
-def _clean(value: object) -> object:
-    """A JSON-ready scalar: NaN and NaT become null, dates ISO strings, numpy scalars Python."""
-    if value is None or value is pd.NaT:
-        return None
-    if isinstance(value, pd.Timestamp):
-        return value.date().isoformat()
-    if isinstance(value, date):
-        return value.isoformat()
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, object]]:
-    return [
-        {str(key): _clean(value) for key, value in row.items()}
-        for row in frame.to_dict(orient="records")
-    ]
 
 
 def _day(value: object) -> date:
@@ -127,7 +71,9 @@ class Miss:
         )
 
 
-def _sorted(rows: pd.DataFrame) -> pd.DataFrame:
+def report_order(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` (partition_date, segment, variant, metric) in report order: by day, the overall
+    row after the segments, then segment, variant and metric."""
     if rows.empty:
         return rows
     keys = pd.DataFrame(
@@ -147,7 +93,7 @@ def misses_of(rows: pd.DataFrame) -> list[Miss]:
     """The failing rows of a segment-metrics (or regression) table, in report order."""
     if rows.empty:
         return []
-    failing = _sorted(rows[rows["status"] == "fail"])
+    failing = report_order(rows[rows["status"] == "fail"])
     return [
         Miss(
             segment=str(row["segment"]),
@@ -159,173 +105,6 @@ def misses_of(rows: pd.DataFrame) -> list[Miss]:
         )
         for row in failing.to_dict(orient="records")
     ]
-
-
-def _insufficient(rows: pd.DataFrame) -> list[tuple[str, str, int, int]]:
-    if rows.empty:
-        return []
-    short = rows[rows["status"] == "insufficient"]
-    groups = short.drop_duplicates(["segment", "variant"])
-    return [
-        (str(r["segment"]), str(r["variant"]), int(r["annotated_traces"]), int(r["min_annotated"]))
-        for r in _sorted(groups).to_dict(orient="records")
-    ]
-
-
-@dataclass(frozen=True)
-class RegressionReport:
-    """One partition against its baseline, per segment, variant and metric."""
-
-    partition: date
-    baseline_policy: str
-    baseline_start: date
-    baseline_end: date
-    rows: pd.DataFrame
-    headline_metrics: tuple[str, ...] = ()
-    misses: list[Miss] = field(default_factory=list)
-
-    @property
-    def has_data(self) -> bool:
-        return not self.rows.empty
-
-    @property
-    def baseline_text(self) -> str:
-        window = window_text(self.baseline_start, self.baseline_end)
-        if self.baseline_policy == "trailing_days":
-            n = (self.baseline_end - self.baseline_start).days + 1
-            return f"the trailing {n} days ({window})"
-        if self.baseline_policy == "previous_day":
-            return f"the previous day ({window})"
-        return f"the pinned day {window}"
-
-    def baseline_days_with_data(self) -> int:
-        if self.rows.empty:
-            return 0
-        return int(pd.to_numeric(self.rows["baseline_days"]).max())
-
-    def headline_values(self) -> dict[str, float]:
-        """Each headline metric of each variant's overall row: numbers the UI can plot."""
-        out: dict[str, float] = {}
-        if self.rows.empty:
-            return out
-        overall = self.rows[self.rows["segment"] == OVERALL_SEGMENT]
-        for row in overall.to_dict(orient="records"):
-            if row["metric"] in self.headline_metrics and _is_number(row["mean"]):
-                out[f"{row['metric']} ({row['variant']})"] = float(row["mean"])
-        return dict(sorted(out.items()))
-
-    def summary(self) -> str:
-        """One line: how many misses, or that there is no data."""
-        if not self.has_data:
-            return f"no data for {self.partition.isoformat()}: no traces in this partition"
-        if not self.misses:
-            return f"{self.partition.isoformat()}: no threshold misses"
-        count = len(self.misses)
-        noun = "miss" if count == 1 else "misses"
-        return f"{self.partition.isoformat()}: {count} threshold {noun}: " + "; ".join(
-            m.words() for m in self.misses
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "partition": self.partition.isoformat(),
-            "has_data": self.has_data,
-            "passed": self.has_data and not self.misses,
-            "baseline": {
-                "policy": self.baseline_policy,
-                "start": self.baseline_start.isoformat(),
-                "end": self.baseline_end.isoformat(),
-                "days_with_data": self.baseline_days_with_data(),
-            },
-            "misses": [
-                {
-                    "segment": m.segment,
-                    "variant": m.variant,
-                    "metric": m.metric,
-                    "value": m.value,
-                    "threshold": m.threshold,
-                    "margin": m.margin,
-                    "words": m.words(),
-                }
-                for m in self.misses
-            ],
-            "insufficient": [
-                {"segment": s, "variant": v, "annotated_traces": n, "min_annotated": k}
-                for s, v, n, k in _insufficient(self.rows)
-            ],
-            "headline": self.headline_values(),
-            "rows": _records(self.rows),
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
-
-    def markdown_table(self) -> str:
-        header = (
-            "| segment | variant | metric | value | 95% CI | baseline | delta | threshold "
-            "| status | margin | annotated / traces |"
-        )
-        lines = [header, "|" + "---|" * 11]
-        for row in self.rows.to_dict(orient="records"):
-            ci = (
-                f"{_num(row['ci_low'])}..{_num(row['ci_high'])}"
-                if _is_number(row["ci_low"])
-                else MISSING
-            )
-            cells = [
-                escape_markdown(segment_label(str(row["segment"]))),
-                escape_markdown(row["variant"]),
-                escape_markdown(row["metric"]),
-                _num(row["mean"]),
-                ci,
-                _num(row["baseline"]),
-                _num(row["delta"], signed=True),
-                _num(row["threshold"]),
-                "**fail**" if row["status"] == "fail" else escape_markdown(row["status"]),
-                _num(row["margin"], signed=True),
-                f"{int(row['annotated_traces'])} / {int(row['traces'])}",
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
-        return "\n".join(lines)
-
-    def to_markdown(self) -> str:
-        title = f"# Retrieval regression report: {self.partition.isoformat()}"
-        if not self.has_data:
-            return f"{title}\n\nNo data: no traces in this partition.\n"
-        parts = [
-            title,
-            f"Baseline: {self.baseline_text}, {self.baseline_days_with_data()} day(s) with data.",
-        ]
-        if self.misses:
-            count = len(self.misses)
-            parts.append(f"**{count} threshold {'miss' if count == 1 else 'misses'}:**")
-            parts.append("\n".join(f"- {m.words(escape_markdown)}" for m in self.misses))
-        else:
-            parts.append("**No threshold misses.**")
-        short = _insufficient(self.rows)
-        if short:
-            names = ", ".join(
-                f"{escape_markdown(segment_label(s))} / {escape_markdown(v)} ({n} < {k})"
-                for s, v, n, k in short
-            )
-            parts.append(f"Not enough annotated traces for a verdict: {names}.")
-        parts.append(self.markdown_table())
-        return "\n\n".join(parts) + "\n"
-
-
-def build_report(rows: pd.DataFrame, config: PipelineConfig, day: date) -> RegressionReport:
-    """The report for `day` from its `regression_report` rows (`sql/rpt_regression.sql`)."""
-    ordered = _sorted(rows)
-    start, end = config.baseline.window(day)
-    return RegressionReport(
-        partition=day,
-        baseline_policy=config.baseline.policy,
-        baseline_start=start,
-        baseline_end=end,
-        rows=ordered,
-        headline_metrics=config.headline_metrics,
-        misses=misses_of(ordered),
-    )
 
 
 # --- asset-check verdicts --------------------------------------------------------------------
@@ -392,7 +171,7 @@ def coverage_verdict(rows: pd.DataFrame, min_coverage: float, start: date, end: 
         groups = rows[rows["segment"] != OVERALL_SEGMENT].drop_duplicates(
             ["partition_date", "segment", "variant"]
         )
-        for row in _sorted(groups).to_dict(orient="records"):
+        for row in report_order(groups).to_dict(orient="records"):
             coverage = float(row["coverage"]) if _is_number(row["coverage"]) else 0.0
             lowest = coverage if lowest is None else min(lowest, coverage)
             if coverage < min_coverage:

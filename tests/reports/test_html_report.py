@@ -12,9 +12,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from retrieval_pipeline import html_report
-from retrieval_pipeline.comparison import Comparison, ComparisonSettings, compare_variants
+from retrieval_pipeline.ab.compare import Comparison, ComparisonSettings
+from retrieval_pipeline.ab.pairing import compare_variants
+from retrieval_pipeline.reports.comparison import (
+    comparison_html,
+    comparison_json,
+    comparison_markdown,
+    write_comparison_report,
+)
+from retrieval_pipeline.reports.html import render_table
+from retrieval_pipeline.reports.trend_chart import trend_chart, trend_section
 from retrieval_pipeline.segments import OVERALL_SEGMENT
+from retrieval_pipeline.text import printable
 from tests.browser import CHROMIUM, render
 
 HOSTILE = "<script>alert(1)</script>"
@@ -78,7 +87,7 @@ def hostile() -> Comparison:
 
 @pytest.fixture(scope="module")
 def page(hostile: Comparison) -> str:
-    return html_report.comparison_html(hostile)
+    return comparison_html(hostile)
 
 
 def test_html_escapes_a_hostile_segment_name(hostile: Comparison, page: str) -> None:
@@ -112,12 +121,12 @@ def test_chart_svgs_hold_no_markup_from_trace_data(page: str) -> None:
 def test_tex_like_names_are_drawn_literally(page: str) -> None:
     assert esc_text(MATHTEXT) in page
     assert any(f">{esc_text(MATHTEXT)} · ndcg@10<" in svg for svg in svgs(page))  # forest label
-    assert html_report.chart_label("a$b\x1b[31m") == "a$b [31m"
-    assert html_report.chart_label("x" * 50, 10) == "x" * 9 + "\u2026"
+    assert printable("a$b\x1b[31m", 40) == "a$b [31m"
+    assert printable("x" * 50, 10) == "x" * 9 + "\u2026"
 
 
 def test_markdown_escapes_cell_breaks_code_and_tags() -> None:
-    text = html_report.comparison_markdown(comparison(segment="a|b`c<d>"))
+    text = comparison_markdown(comparison(segment="a|b`c<d>"))
     assert "a\\|b\\`c&lt;d&gt;" in text
     assert "<d>" not in text
     header = next(line for line in text.splitlines() if line.startswith("| segment | metric"))
@@ -127,7 +136,7 @@ def test_markdown_escapes_cell_breaks_code_and_tags() -> None:
 
 
 def test_json_is_the_data_as_it_is(hostile: Comparison) -> None:
-    data = json.loads(html_report.comparison_json(hostile))
+    data = json.loads(comparison_json(hostile))
     assert data["segments"] == [HOSTILE, MATHTEXT, OVERALL_SEGMENT]
     assert data["flagged"] is True and data["reasons"] == list(hostile.reasons)
     assert len(data["cells"]) == 6
@@ -137,7 +146,7 @@ def test_json_is_the_data_as_it_is(hostile: Comparison) -> None:
 
 def test_render_table_escapes_and_formats() -> None:
     frame = pd.DataFrame({"name": [HOSTILE, None], "value": [0.12345, float("nan")], "n": [3, 4]})
-    table = html_report.render_table(frame, headers={"value": "<v>"})
+    table = render_table(frame, headers={"value": "<v>"})
     assert HOSTILE not in table and ESCAPED in table
     assert "&lt;v&gt;" in table
     assert "<td>0.123</td>" in table and "<td>-</td>" in table and "<td>3</td>" in table
@@ -162,7 +171,7 @@ def trend_rows(days: int) -> pd.DataFrame:
 
 
 def test_trend_shows_the_last_n_partitions_per_segment_and_metric() -> None:
-    chart = html_report.trend_chart(trend_rows(40), last_n=30, thresholds={"*": {"ndcg@10": 0.72}})
+    chart = trend_chart(trend_rows(40), last_n=30, thresholds={"*": {"ndcg@10": 0.72}})
     assert chart is not None
     panels = chart.panels
     assert len(panels) == 4  # 2 segments x 2 metrics
@@ -176,22 +185,22 @@ def test_trend_shows_the_last_n_partitions_per_segment_and_metric() -> None:
     assert low < 0.72 < high
     assert 'stroke-dasharray="5 3"' in panels[0].svg()
     assert "stroke-dasharray" not in panels[1].svg()  # no threshold for mrr
-    section = html_report.trend_section(trend_rows(3), metrics=["ndcg@10"], title=HOSTILE)
+    section = trend_section(trend_rows(3), metrics=["ndcg@10"], title=HOSTILE)
     assert HOSTILE not in section and ESCAPED in section and len(svgs(section)) == 1
-    empty = html_report.trend_section(trend_rows(0).reindex(columns=trend_rows(1).columns))
+    empty = trend_section(trend_rows(0).reindex(columns=trend_rows(1).columns))
     assert "No partitions" in empty
 
 
 def test_reports_written_by_extension(hostile: Comparison, page: str, tmp_path: Path) -> None:
     for suffix in (".html", ".md", ".json"):
-        html_report.write_comparison_report(hostile, tmp_path / f"report{suffix}")
+        write_comparison_report(hostile, tmp_path / f"report{suffix}")
     # the same bytes for the same comparison: no dates, fixed SVG ids
     assert (tmp_path / "report.html").read_text(encoding="utf-8") == page
     assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["flagged"]
     markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert markdown.startswith('# &lt;i&gt;c&amp;d vs ctl"&gt;&lt;b&gt;x\n')
     with pytest.raises(ValueError, match=r"unknown report format \.txt"):
-        html_report.write_comparison_report(hostile, tmp_path / "report.txt")
+        write_comparison_report(hostile, tmp_path / "report.txt")
 
 
 @pytest.mark.slow

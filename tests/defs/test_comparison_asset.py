@@ -19,7 +19,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from retrieval_pipeline.comparison import ComparisonSettings, compare_variants
+from retrieval_pipeline.ab.compare import ComparisonSettings
+from retrieval_pipeline.ab.day import NO_COMPARISON, compare_window
+from retrieval_pipeline.ab.pairing import compare_variants
 from retrieval_pipeline.config import (
     DEFAULT_THRESHOLDS,
     ComparisonConfig,
@@ -28,14 +30,7 @@ from retrieval_pipeline.config import (
     load_config,
 )
 from retrieval_pipeline.defs import ASSETS, checks, defs
-from retrieval_pipeline.defs.comparison import (
-    NO_COMPARISON,
-    compare_window,
-    read_window,
-    variant_comparison,
-    variant_comparison_flag,
-    window_from_rows,
-)
+from retrieval_pipeline.defs.ab.assets import variant_comparison, variant_comparison_flag
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
     TraceStoreResource,
@@ -46,7 +41,9 @@ from retrieval_pipeline.sample import MANIFEST_NAME, write_sample_store
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.store import LocalTraceStore
 from retrieval_pipeline.warehouse import connection, steps
+from retrieval_pipeline.warehouse.ab_window import read_window
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
+from tests.oracles import window_from_rows
 
 END = date(2026, 11, 30)  # the injected regression's day
 DAYS = [END - timedelta(days=n) for n in (2, 1, 0)]

@@ -8,8 +8,11 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from retrieval_pipeline import html_report
-from retrieval_pipeline.svg_chart import Chart, Series, nice_ticks, padded_range, tick_label
+from retrieval_pipeline.reports.regression_html import (
+    regression_bars_chart,
+    regression_coverage_chart,
+)
+from retrieval_pipeline.reports.svg import Chart, Series, nice_ticks, padded_range, tick_label
 
 SVG = "{http://www.w3.org/2000/svg}"
 HOSTILE = "<b>x</b> & $y$"  # at most 18 characters: segment labels are cut there
@@ -111,7 +114,7 @@ def regression_rows() -> pd.DataFrame:
 
 
 def test_the_regression_bars_hatch_the_failing_bars() -> None:
-    chart = html_report.regression_bars_chart(regression_rows(), ["ndcg@10", "mrr"])
+    chart = regression_bars_chart(regression_rows(), ["ndcg@10", "mrr"])
     assert chart is not None
     assert len(chart.panels) == 2
     root = parse(chart)
@@ -127,7 +130,7 @@ def test_the_regression_bars_hatch_the_failing_bars() -> None:
 
 
 def test_the_coverage_chart_draws_each_variants_share() -> None:
-    chart = html_report.regression_coverage_chart(regression_rows(), min_coverage=0.6)
+    chart = regression_coverage_chart(regression_rows(), min_coverage=0.6)
     (panel,) = chart.panels
     assert [(s.label, s.xs) for s in panel.series] == [
         ("candidate", [0.5, 0.5, 0.5]),

@@ -14,16 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from retrieval_pipeline.comparison import (
-    ArmSummary,
-    ComparisonSettings,
-    compare_query_metrics,
-    compare_variants,
-    holm_adjust,
-    paired_statistics,
-)
+from retrieval_pipeline.ab.compare import ComparisonSettings
+from retrieval_pipeline.ab.pairing import compare_variants
+from retrieval_pipeline.ab.stats import ArmSummary, holm_adjust, paired_statistics
 from retrieval_pipeline.metrics import MetricConfigError, parse_metrics
 from retrieval_pipeline.segments import OVERALL_SEGMENT
+from tests.oracles import compare_query_metrics
 
 pytestmark = pytest.mark.filterwarnings("error")  # degenerate cells must not warn
 
@@ -491,7 +487,7 @@ def test_the_method_switches_exactly_at_the_threshold() -> None:
 
 
 def test_the_methods_are_in_every_cell_and_report() -> None:
-    from retrieval_pipeline import html_report
+    from retrieval_pipeline.reports.comparison import comparison_html, comparison_markdown
 
     result = compare_variants(CRAFTED, "A", "B", FAST)
     cell = result.cell("s1", "ndcg@10")
@@ -502,10 +498,10 @@ def test_the_methods_are_in_every_cell_and_report() -> None:
     record = result.to_dict()
     assert record["settings"]["normal_approximation_min_pairs"] == 1000
     assert {"p_randomization_method", "ci_method"} <= set(record["cells"][0])
-    markdown = html_report.comparison_markdown(result)
+    markdown = comparison_markdown(result)
     assert "| interval method | randomization p method |" in markdown
     assert "sign-flip permutation, exact: all 2^1 = 2 sign patterns" in markdown
-    page = html_report.comparison_html(result)
+    page = comparison_html(result)
     assert "BCa bootstrap, 999 resamples" in page and "Student t from 1000 on" in page
 
 
