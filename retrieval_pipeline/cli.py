@@ -171,5 +171,7 @@ def summary_text(run: EvaluationRun) -> str:
     return "\n".join(lines)
 
 
-main.add_command(__import__("retrieval_pipeline.monitor_cli", fromlist=["monitor"]).monitor)
+# Until cli.py becomes the cli/ package, its commands' modules there are found through __path__.
+__path__ = [str(Path(__file__).with_suffix(""))]
+main.add_command(__import__("retrieval_pipeline.cli.monitor", fromlist=["monitor"]).monitor)
 main.add_command(__import__("retrieval_pipeline.compare_cli", fromlist=["compare"]).compare)

@@ -20,7 +20,7 @@ from retrieval_pipeline import engine
 from retrieval_pipeline.config import config_path, load_config
 from retrieval_pipeline.defs import assets, checks
 from retrieval_pipeline.defs import comparison as ab
-from retrieval_pipeline.defs import monitoring as live
+from retrieval_pipeline.defs import live as live
 from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
