@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from retrieval_pipeline.cli import compare, evaluate, sample
+from retrieval_pipeline.cli import compare, evaluate, monitor, sample
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,5 +15,5 @@ def main() -> None:
 
 main.add_command(sample.sample)
 main.add_command(evaluate.evaluate)
-main.add_command(__import__("retrieval_pipeline.monitor_cli", fromlist=["monitor"]).monitor)
+main.add_command(monitor.monitor)
 main.add_command(compare.compare)

@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 
 from retrieval_pipeline.config import config_path, load_config
-from retrieval_pipeline.defs import monitoring as live
+from retrieval_pipeline.defs import live
 from retrieval_pipeline.defs.ab import assets as ab
 from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
 from retrieval_pipeline.defs.nightly import assets, checks, gate

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import select
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from retrieval_pipeline.cli import main
-from retrieval_pipeline.monitor_cli import ALERT_EXIT_CODE
+from retrieval_pipeline.cli.monitor import ALERT_EXIT_CODE
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 DOCS = ["d1", "d2", "d3", "d4", "d5"]
@@ -178,57 +176,42 @@ def test_state_file_of_another_source_is_refused(tmp_path: Path) -> None:
     assert code == 1 and "follows" in err
 
 
-def read_until(
-    process: subprocess.Popen[str], prefix: str, timeout: float = 20
-) -> tuple[list[str], str]:
-    """Lines of the process's output up to one starting with `prefix`, and the output after it
-    (fails after `timeout`). Read from the pipe itself: `select` cannot see lines that a file
-    object's buffer already holds, as it does when two lines arrive at once on a busy machine."""
-    assert process.stdout is not None
-    pipe = process.stdout.fileno()
-    received = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([pipe], [], [], 0.1)
-        if not ready:
-            continue
-        chunk = os.read(pipe, 65536)
-        if not chunk:
-            break
-        received += chunk
-        lines = received.decode().splitlines(keepends=True)
-        for number, line in enumerate(lines):
-            if line.startswith(prefix) and line.endswith("\n"):
-                return lines[: number + 1], "".join(lines[number + 1 :])
-    raise AssertionError(f"no line starting {prefix!r} within {timeout} s; got {received!r}")
-
-
-def test_follow_mode_waits_for_complete_lines_and_exits_3_on_the_alert(tmp_path: Path) -> None:
+def test_follow_mode_waits_for_complete_lines_and_exits_3_on_the_alert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "live.jsonl"
     path.write_text("")
-    entry = "from retrieval_pipeline.cli import main; main()"
-    command = [sys.executable, "-c", entry, "monitor", "--follow", str(path)]
-    command += [*RULE, "--fail-on-alert", "--poll-seconds", "0.05"]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        lines = stream([1, 4, 4, 1])  # windows of 4; the alert completes with line 12
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write("".join(f"{text}\n" for text in lines[:11]) + lines[11][:30])
-        _, after = read_until(process, "window 2 ")
-        time.sleep(0.3)  # several polls see the half-written line
-        assert process.poll() is None, "no alert before the line is complete"
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(lines[11][30:] + "\n" + "".join(f"{text}\n" for text in lines[12:]))
-        out, err = process.communicate(timeout=30)
-        out = after + out
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == ALERT_EXIT_CODE, err
+    lines = stream([1, 4, 4, 1])  # windows of 4; the alert completes with line 12
+    printed: list[str] = []
+    polls = 0
+
+    def between_polls(seconds: float) -> None:
+        """The follower's wait between two reads of the file: the writer acts here, so each
+        read sees exactly what the test means it to."""
+        nonlocal polls
+        polls += 1
+        printed.extend(capsys.readouterr().out.splitlines(keepends=True))
+        if polls == 1:  # the first read found the file empty
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write("".join(f"{text}\n" for text in lines[:11]) + lines[11][:30])
+        elif polls == 4:  # three reads saw the half-written line, and the command still follows
+            assert printed[-1].startswith("window 2 ")
+            assert not any("ALERT" in text for text in printed), (
+                "no alert before the line is complete"
+            )
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(lines[11][30:] + "\n" + "".join(f"{text}\n" for text in lines[12:]))
+        elif polls > 4:
+            raise AssertionError(f"still following after the line was completed; got {printed!r}")
+
+    # The command waits with time.sleep between reads: each wait is one step of the test.
+    monkeypatch.setattr(time, "sleep", between_polls)
+    command = ["monitor", "--follow", str(path), *RULE, "--fail-on-alert", "--poll-seconds", "0.05"]
+    code = main(command, standalone_mode=False)
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == ALERT_EXIT_CODE, captured.err
+    assert polls == 4
     assert out.startswith("window 3 ")
     assert "ALERT (window 3) all segments: mrr 0.25 < 0.50" in out
     assert "window 4" not in out  # stopped at the alert, though window 4 was complete too

@@ -1,14 +1,13 @@
 """`retrieval-pipeline monitor`: rolling windows and sustained-drop alerts on a growing JSONL file.
 
-The same monitoring as the live Dagster sensor (`retrieval_pipeline.monitoring`), for a team that
-does not run Dagster. Imports only the standard library, click and the pure modules, so it starts
+The same monitoring as the live Dagster sensor (`retrieval_pipeline.live`), for a team that does
+not run Dagster. Imports only the standard library, click and the pure modules, so it starts
 without pandas, DuckDB or Dagster.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -19,25 +18,22 @@ from typing import Any, BinaryIO
 import click
 
 from retrieval_pipeline.cli.options import gain_option, metrics_option, relevance_level_option
-from retrieval_pipeline.metrics import MetricConfigError
-from retrieval_pipeline.monitoring import (
+from retrieval_pipeline.files import write_text_atomically
+from retrieval_pipeline.live.events import (
     Alert,
-    Arrival,
     Event,
-    FileProgress,
-    LiveMonitor,
-    MonitorConfig,
-    MonitorConfigError,
     Recovery,
     WindowSummary,
     iter_events,
     means_words,
-    read_new_lines,
-    rules_from_assignments,
-    segment_words,
     window_line,
 )
+from retrieval_pipeline.live.monitor import LiveMonitor
+from retrieval_pipeline.live.rules import MonitorConfig, MonitorConfigError, rules_from_assignments
+from retrieval_pipeline.live.tailing import Arrival, FileProgress, read_new_lines
+from retrieval_pipeline.metrics import MetricConfigError
 from retrieval_pipeline.records import RecordError, parse_line
+from retrieval_pipeline.segments import segment_label
 
 ALERT_EXIT_CODE = 3
 STATE_FILE_VERSION = 1
@@ -98,7 +94,7 @@ class _Session:
             if self.show_segments:
                 for name, stats in event.segments.items():
                     yield (
-                        f"  {segment_words(name)}: {stats.sampled} sampled, "
+                        f"  {segment_label(name)}: {stats.sampled} sampled, "
                         f"{stats.labelled} labelled; {means_words(stats.means)}"
                     )
 
@@ -143,9 +139,8 @@ def _save_state(path: Path | None, source: str, session: _Session) -> None:
         "progress": asdict(session.progress) if source != STDIN else None,
         "monitor": session.monitor.state(),
     }
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)  # atomic: a crash leaves the old state or the new one
+    # a crash leaves the old state or the new one
+    write_text_atomically(path, json.dumps(data, allow_nan=False) + "\n")
 
 
 # --- reading ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The live sensor (`retrieval_pipeline.defs.monitoring`): restarts mid-stream neither double-count
+"""The live sensor (`retrieval_pipeline.defs.live`): restarts mid-stream neither double-count
 nor skip, a locked warehouse skips the tick without moving the cursor, and each window lands on
 `live_retrieval_metrics` with the `live_sustained_drop` check failing while an alert is open.
 
@@ -21,17 +21,17 @@ import dagster as dg
 import duckdb
 import pytest
 
-from retrieval_pipeline import monitoring
-from retrieval_pipeline.defs.monitoring import (
+from retrieval_pipeline.defs.live.assets import (
     CHECK_NAME,
     LIVE_ASSET_KEY,
-    LiveMonitorResource,
-    build_live_monitoring_sensor,
-    live_monitoring_sensor,
     live_retrieval_metrics,
     live_sustained_drop,
 )
+from retrieval_pipeline.defs.live.resources import LiveMonitorResource
+from retrieval_pipeline.defs.live.sensor import build_live_monitoring_sensor, live_monitoring_sensor
 from retrieval_pipeline.defs.resources import TraceStoreResource, WarehouseResource
+from retrieval_pipeline.live.rules import SAMPLE_KEY
+from retrieval_pipeline.live.tailing import StoreCursor
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 DOCS = ["d1", "d2", "d3", "d4", "d5"]
@@ -99,7 +99,7 @@ def tick(
     cursor: str | None, res: dict[str, Any], instance: dg.DagsterInstance | None = None
 ) -> Any:
     """One tick from a fresh context. Contexts share one ephemeral instance unless given one:
-    the sensor keeps nothing in it, and building an instance per tick costs ~0.4 s."""
+    the sensor keeps nothing in it, and building an instance per tick is slow."""
     if instance is None:
         _SHARED[:] = _SHARED or [dg.DagsterInstance.ephemeral()]
         instance = _SHARED[0]
@@ -143,7 +143,7 @@ def one_pass(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     root = tmp_path_factory.mktemp("one_pass")
     write_all(root)
     result = tick(None, resources(root))
-    cursor = monitoring.StoreCursor.from_json(result.cursor)
+    cursor = StoreCursor.from_json(result.cursor)
     assert tick(result.cursor, resources(root)).skip_message == "no new traces since the last tick"
     return root, {"cursor": cursor, "result": result}
 
@@ -167,7 +167,7 @@ def test_restarting_mid_stream_neither_double_counts_nor_skips(
             break
         cursor = result.cursor
     assert ticks > 20 and cursor is not None
-    final = monitoring.StoreCursor.from_json(cursor)
+    final = StoreCursor.from_json(cursor)
     expected = reference["cursor"]
     assert final.monitor == expected.monitor  # same open window, runs, baselines, totals
     n_bad = sum("broken" in x for _, _, lines in day_streams() for x in lines)
@@ -177,7 +177,7 @@ def test_restarting_mid_stream_neither_double_counts_nor_skips(
     # ... and against the stream itself, counted independently
     valid = [x for _, _, lines in day_streams() for x in lines if "broken" not in x]
     ids = [json.loads(x)["trace_id"] for x in valid]
-    key = monitoring.SAMPLE_KEY
+    key = SAMPLE_KEY
     chosen = [
         t
         for t in ids
