@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from retrieval_pipeline.defs.nightly.assets import POOL
+from retrieval_pipeline.defs.executor import POOL
 from retrieval_pipeline.defs.resources import WarehouseResource
 from retrieval_pipeline.live.events import drop_verdict
 from retrieval_pipeline.warehouse.live import open_alert_reasons

@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 
 from retrieval_pipeline import gate
+from retrieval_pipeline.defs.executor import POOL
 from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
@@ -42,7 +43,6 @@ from retrieval_pipeline.warehouse.trend import read_segment_trend
 # would print once per asset on every load and says nothing a user can act on.
 warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
 
-POOL = "duckdb"
 KINDS = {"duckdb"}
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 GROUP = "retrieval_eval"

@@ -14,7 +14,8 @@ from datetime import date
 import dagster as dg
 
 from retrieval_pipeline import gate
-from retrieval_pipeline.defs.nightly.assets import POOL, labels, regression_report, traces
+from retrieval_pipeline.defs.executor import POOL
+from retrieval_pipeline.defs.nightly.assets import labels, regression_report, traces
 from retrieval_pipeline.defs.partitions import partition_days
 from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
 from retrieval_pipeline.warehouse import nightly
