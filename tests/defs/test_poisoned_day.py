@@ -13,7 +13,8 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from retrieval_pipeline.defs import ASSETS, checks
+from retrieval_pipeline.defs import ASSETS
+from retrieval_pipeline.defs.nightly import checks
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
     TraceStoreResource,

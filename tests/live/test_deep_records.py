@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from retrieval_pipeline.evaluation import run_evaluation
 from retrieval_pipeline.records import RecordError, parse_line
+from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
 BASE = {
     "trace_id": "t",

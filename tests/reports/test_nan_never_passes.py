@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.nightly import OVERALL_SEGMENT
-from retrieval_pipeline.report import build_report, threshold_verdict
+from retrieval_pipeline.gate import threshold_verdict
+from retrieval_pipeline.reports.regression import build_report
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 
 DAY = date(2026, 11, 30)
 NAN = float("nan")

@@ -15,11 +15,13 @@ import duckdb
 import pandas as pd
 import pytest
 
-from retrieval_pipeline import engine, nightly
 from retrieval_pipeline.config import PipelineConfig
+from retrieval_pipeline.segments import OVERALL_SEGMENT
+from retrieval_pipeline.warehouse import nightly
+from retrieval_pipeline.warehouse.connection import connect
 
 D1, D2, D3 = date(2026, 11, 28), date(2026, 11, 29), date(2026, 11, 30)
-ALL = nightly.OVERALL_SEGMENT
+ALL = OVERALL_SEGMENT
 
 
 def add_trace(
@@ -58,7 +60,7 @@ def config(min_annotated: int, trailing_days: int = 7) -> PipelineConfig:
 
 @pytest.fixture
 def conn() -> Iterator[duckdb.DuckDBPyConnection]:
-    connection = engine.connect()
+    connection = connect()
     yield connection
     connection.close()
 

@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from retrieval_pipeline import engine
-from retrieval_pipeline.evaluation import EvaluationRun, run_evaluation
 from retrieval_pipeline.metrics import parse_metrics
 from retrieval_pipeline.records import MAX_GRADE, RecordError, parse_line
 from retrieval_pipeline.reference import RetrievalMetricsEvaluator, score_trace
+from retrieval_pipeline.warehouse.connection import connect
+from retrieval_pipeline.warehouse.evaluation import EvaluationRun, run_evaluation
 
 FIELD = "relevance_scores"
 
@@ -194,7 +194,7 @@ def test_the_reference_scorer_refuses_labels_it_cannot_score() -> None:
 
 
 def test_both_validators_hold_the_same_maximum() -> None:
-    conn = engine.connect(":memory:")
+    conn = connect(":memory:")
     try:
         assert conn.execute("select max_grade()").fetchone() == (MAX_GRADE,)
     finally:
