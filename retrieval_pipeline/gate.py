@@ -48,27 +48,41 @@ def window_text(start: date, end: date) -> str:
 
 @dataclass(frozen=True)
 class Miss:
-    """One metric of one segment and variant below its threshold."""
+    """One metric of one segment and variant below its threshold, or without a number to hold
+    against it: `value` NaN (a score that could not be computed) or None (no annotated trace
+    where a verdict was due). Neither ever passes."""
 
     segment: str
     variant: str
     metric: str
-    value: float
+    value: float | None
     threshold: float
     partition: date | None = None
 
     @property
-    def margin(self) -> float:
+    def margin(self) -> float | None:
+        """value - threshold; None when the value is not a number."""
+        if self.value is None or not math.isfinite(self.value):
+            return None
         return self.value - self.threshold
 
+    @property
+    def shown_value(self) -> float | None:
+        """The value for JSON, which has no NaN: None when it is not a finite number."""
+        return self.value if _is_number(self.value) else None
+
     def words(self, escape: Callable[[object], str] = _plain, with_day: bool = False) -> str:
-        """`multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)`."""
+        """`multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)`; without a number,
+        `... ndcg@10 is not a number (NaN), threshold 0.700` or `... has no mean, ...`."""
         prefix = f"{self.partition.isoformat()} " if with_day and self.partition else ""
-        return (
-            f"{prefix}{escape(segment_label(self.segment))} / {escape(self.variant)}: "
-            f"{escape(self.metric)} = {self.value:.3f} < {self.threshold:.3f} "
-            f"({self.margin:+.3f})"
-        )
+        where = f"{prefix}{escape(segment_label(self.segment))} / {escape(self.variant)}: "
+        metric = escape(self.metric)
+        if self.value is None:
+            return f"{where}{metric} has no mean, threshold {self.threshold:.3f}"
+        if not math.isfinite(self.value):
+            return f"{where}{metric} is not a number (NaN), threshold {self.threshold:.3f}"
+        margin = self.value - self.threshold
+        return f"{where}{metric} = {self.value:.3f} < {self.threshold:.3f} ({margin:+.3f})"
 
 
 def report_order(rows: pd.DataFrame) -> pd.DataFrame:
@@ -89,17 +103,36 @@ def report_order(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.loc[order].reset_index(drop=True)
 
 
+def _value(row: Mapping[str, Any]) -> float | None:
+    """A row's mean: None when no value was counted (n = 0: DuckDB's null reads as NaN in
+    pandas), else the mean as a float, NaN included."""
+    if not row.get("n"):
+        return None
+    mean = row["mean"]
+    return float(mean) if mean is not None else math.nan
+
+
+def _is_miss(row: Mapping[str, Any]) -> bool:
+    """A failing row, or one with a threshold whose mean is not a number and which still says
+    `pass` (a warehouse written before NaN failed in SQL, where NaN compared as passing)."""
+    if row["status"] == "fail":
+        return True
+    return row["status"] == "pass" and _is_number(row["threshold"]) and not _is_number(row["mean"])
+
+
 def misses_of(rows: pd.DataFrame) -> list[Miss]:
-    """The failing rows of a segment-metrics (or regression) table, in report order."""
+    """The failing rows of a segment-metrics (or regression) table, in report order. A row whose
+    mean is missing or not a number never passes: it is a miss too."""
     if rows.empty:
         return []
-    failing = report_order(rows[rows["status"] == "fail"])
+    records = rows.to_dict(orient="records")
+    failing = report_order(rows[[_is_miss(row) for row in records]])
     return [
         Miss(
             segment=str(row["segment"]),
             variant=str(row["variant"]),
             metric=str(row["metric"]),
-            value=float(row["mean"]),
+            value=_value(row),
             threshold=float(row["threshold"]),
             partition=_day(row["partition_date"]),
         )
@@ -140,7 +173,9 @@ def threshold_verdict(rows: pd.DataFrame, start: date, end: date) -> Verdict:
     statuses = rows["status"].value_counts().to_dict() if not rows.empty else {}
     metadata |= {
         "misses": len(misses),
-        "passing": int(statuses.get("pass", 0)),
+        "passing": sum(
+            row["status"] == "pass" and not _is_miss(row) for row in rows.to_dict(orient="records")
+        ),
         "insufficient": int(statuses.get("insufficient", 0)),
         "days_without_data": len(missing),
     }

@@ -22,7 +22,8 @@ trace_rows as (
         query_metrics.segment,
         query_metrics.variant,
         query_metrics.query_id,
-        query_metrics.value is not null as is_annotated
+        -- a NaN value is no value (sql/rpt_comparison_window.sql counts it apart)
+        query_metrics.value is not null and not isnan(query_metrics.value) as is_annotated
     from query_metrics
     inner join coverage_metric
         on

@@ -3,9 +3,9 @@
 -- $overall_segment), the number of queries that both arms served with a value for the metric,
 -- both arms' means over them, and the list of their differences candidate - control (in no
 -- particular order: the statistics sort them). A query's traces are averaged per arm first; an
--- unannotated trace (value null) counts in no mean; the overall row averages a query's traces
--- across segments. Control $control, candidate $candidate; partitions $start_date..$end_date
--- (inclusive). One metric per statement: the per-query hash tables are a fifth of the size of all
+-- unannotated trace (value null) or a NaN value counts in no mean; the overall row averages a
+-- query's traces across segments. Control $control, candidate $candidate; partitions
+-- $start_date..$end_date (inclusive). One metric per statement: the per-query hash tables are a fifth of the size of all
 -- metrics' at once, which at a million traces made the five statements faster than one.
 
 with
@@ -25,6 +25,7 @@ window_metrics as (
         and variant in ($control, $candidate)
         and metric = $metric
         and value is not null
+        and not isnan(value)
 ),
 
 -- sums and counts rather than means, so the overall row can pool a query's segments

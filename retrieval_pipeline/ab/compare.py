@@ -299,7 +299,9 @@ class ComparisonData:
     segments either arm served, sorted (the overall row is implied). `pairs[(segment, metric)]`:
     the cell's `PairedDifferences` (absent: no query paired);
     `levels[(segment, metric, variant)]`: each arm's summary over its annotated traces;
-    `coverage[segment]`: the counts, the overall row under `segments.OVERALL_SEGMENT`."""
+    `coverage[segment]`: the counts, the overall row under `segments.OVERALL_SEGMENT`;
+    `not_a_number[(segment, metric, variant)]`: values that are NaN (a score that could not be
+    computed), left out of everything above; each flags the comparison in words."""
 
     control: str
     candidate: str
@@ -309,6 +311,7 @@ class ComparisonData:
     pairs: Mapping[tuple[str, str], PairedDifferences]
     levels: Mapping[tuple[str, str, str], ArmSummary]
     coverage: Mapping[str, SegmentCoverage]
+    not_a_number: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 _NO_PAIRS = PairedDifferences(math.nan, math.nan, np.array([], dtype=float))
@@ -358,8 +361,27 @@ def compare_data(data: ComparisonData, settings: ComparisonSettings | None = Non
         segments=segments,
         cells=cells,
         coverage=tuple(data.coverage.get(s) or _no_coverage(s) for s in segments),
-        reasons=tuple(flag_reasons(cells, settings)),
+        reasons=(*not_a_number_reasons(data, segments), *flag_reasons(cells, settings)),
     )
+
+
+def not_a_number_reasons(data: ComparisonData, segments: Sequence[str]) -> list[str]:
+    """One sentence per segment and metric holding NaN values, which never pass: they are left
+    out of the numbers, and the comparison needs review."""
+    reasons: list[str] = []
+    for segment in segments:
+        for metric in data.metrics:
+            counts = [
+                f"{count} {variant} trace{'s' if count != 1 else ''}"
+                for variant in (data.control, data.candidate)
+                if (count := data.not_a_number.get((segment, metric, variant), 0))
+            ]
+            if counts:
+                reasons.append(
+                    f"{segment_label(segment)}: {metric} is not a number (NaN) for "
+                    f"{' and '.join(counts)}, left out of the comparison"
+                )
+    return reasons
 
 
 def _cell(

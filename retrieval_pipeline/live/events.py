@@ -7,6 +7,7 @@ check's verdict) are the same wherever they are shown.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -217,7 +218,11 @@ def criteria_words(
     below: bool,
 ) -> str:
     """`mrr 0.41 < 0.50` / `mrr 0.41 < 0.52 (baseline 0.62 - margin 0.10)`, for the criteria
-    that were crossed (`below`) or, for a recovery, met."""
+    that were crossed (`below`) or, for a recovery, met; `mrr is not a number (NaN; threshold
+    0.50)` for a mean that could not be computed, which never passes."""
+    if math.isnan(value):
+        limit = f"; threshold {number(threshold, 2)}" if threshold is not None else ""
+        return f"{metric} is not a number (NaN{limit})"
     sign = "<" if below else ">="
     parts: list[str] = []
     shown_value = ""

@@ -314,11 +314,13 @@ class LiveMonitor:
         state = self._rules.setdefault((rule.segment, rule.metric), _RuleState())
         recent = state.history[-rule.baseline_windows :]
         baseline = math.fsum(recent) / len(recent) if len(recent) == rule.baseline_windows else None
-        below_threshold = rule.threshold is not None and value < rule.threshold
+        # `not value >= limit`: a NaN mean (a score that could not be computed) never passes,
+        # and never enters the baseline
+        below_threshold = rule.threshold is not None and not value >= rule.threshold
         below_baseline = (
-            rule.margin is not None and baseline is not None and value < baseline - rule.margin
+            rule.margin is not None and baseline is not None and not value >= baseline - rule.margin
         )
-        if below_threshold or below_baseline:
+        if below_threshold or below_baseline or math.isnan(value):
             state.streak += 1
             if state.streak == 1:
                 state.streak_start = iso(window.start)

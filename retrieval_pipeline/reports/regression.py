@@ -129,7 +129,7 @@ class RegressionReport:
                     "segment": m.segment,
                     "variant": m.variant,
                     "metric": m.metric,
-                    "value": m.value,
+                    "value": m.shown_value,  # null when not a number: `words` says which
                     "threshold": m.threshold,
                     "margin": m.margin,
                     "words": m.words(),

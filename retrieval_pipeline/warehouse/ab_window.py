@@ -35,6 +35,7 @@ class WindowGroup(NamedTuple):
     sd: float | None
     low: float | None
     high: float | None
+    not_a_number: int  # NaN values, counted in none of the above
 
 
 def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConfig) -> WindowData:
@@ -85,6 +86,12 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
             for segment in (g.segment, OVERALL_SEGMENT):
                 parts.setdefault((segment, g.metric, g.variant), []).append(day_level)
     levels = {key: ArmSummary.pooled(found) for key, found in parts.items()}
+    not_a_number: dict[tuple[str, str, str], int] = {}
+    for g in scored:
+        if g.variant in arms and g.not_a_number:
+            for segment in (g.segment, OVERALL_SEGMENT):
+                key = (segment, g.metric, g.variant)
+                not_a_number[key] = not_a_number.get(key, 0) + g.not_a_number
     # a day's traces are its rows of any one of its metrics (sql/rpt_comparison_coverage.sql)
     coverage_metric: dict[date, str] = {}
     for partition, metric in sorted({(g.partition_date, g.metric) for g in scored}):
@@ -106,5 +113,6 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
         pairs=pairs,
         levels=levels,
         coverage=coverage,
+        not_a_number=not_a_number,
     )
     return WindowData(days, variants, data)

@@ -1,8 +1,8 @@
 """A NaN score in the comparison window never passes the candidate's threshold: the A/B
 comparison flags the cell in words instead of failing on "paired values must be finite numbers"
 (issue 27). A warehouse written before grades were bounded may hold such values.
-
-Marked xfail until the comparison says so (phase B)."""
+The NaN values are left out of the numbers (the candidate's level is its 24 other traces), and the
+comparison is flagged for them."""
 
 from __future__ import annotations
 
@@ -42,14 +42,19 @@ def conn() -> Iterator[duckdb.DuckDBPyConnection]:
     connection.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27 phase B: the A/B comparison")
 def test_a_nan_score_flags_the_candidate_in_words(conn: duckdb.DuckDBPyConnection) -> None:
     config = PipelineConfig.model_validate(
         {"metrics": ["ndcg@10"], "comparison": {"lookback_days": 1, "n_resamples": 99}}
     )
     result = compare_window(read_window(conn, DAY, config), DAY, config)
     assert result.flagged
-    assert any(
-        reason.startswith("multi_hop: ndcg@10 ") and "not a number (NaN)" in reason
-        for reason in result.reasons
-    ), result.reasons
+    assert result.comparison is not None
+    assert result.comparison.reasons == (
+        "multi_hop: ndcg@10 is not a number (NaN) for 1 candidate trace, left out of the "
+        "comparison",
+        "all segments: ndcg@10 is not a number (NaN) for 1 candidate trace, left out of the "
+        "comparison",
+    )
+    cell = result.comparison.cell("multi_hop", "ndcg@10")
+    assert (cell.candidate_traces, cell.candidate_trace_mean) == (24, pytest.approx(0.85))
+    assert (cell.n, cell.delta) == (24, pytest.approx(0.85 - 0.8))

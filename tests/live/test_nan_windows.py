@@ -1,16 +1,12 @@
 """A window mean that is not a number breaches its threshold in the live monitor, in words,
 instead of passing (`NaN < threshold` is false) and entering the baseline (issue 27). Grades are
-bounded now, so the scorer cannot give NaN; the scorer is made to here, as a fault would.
-
-Marked xfail until the monitor says so (phase B)."""
+bounded now, so the scorer cannot give NaN; the scorer is made to here, as a fault would."""
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
 from unittest import mock
-
-import pytest
 
 from retrieval_pipeline.live.events import Alert
 from retrieval_pipeline.live.monitor import LiveMonitor
@@ -25,7 +21,6 @@ def nan_result(self: RetrievalMetricsEvaluator, example: object) -> EvaluationRe
     return EvaluationResult(True, math.nan, {"mrr": math.nan}, "", [], True)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27 phase B: the live monitor")
 def test_a_nan_window_mean_alerts_in_words() -> None:
     config = MonitorConfig(
         metrics=("mrr",),
@@ -52,6 +47,7 @@ def test_a_nan_window_mean_alerts_in_words() -> None:
         events = [event for record in records for event in monitor.observe(record)]
     alerts = [event for event in events if isinstance(event, Alert)]
     assert [alert.reason for alert in alerts] == [
-        "multi_hop: mrr is not a number (NaN), threshold 0.50, for 1 consecutive windows "
+        "multi_hop: mrr is not a number (NaN; threshold 0.50) for 1 consecutive windows "
         "(>= 20 labels each)"
     ]
+    assert math.isnan(alerts[0].value)

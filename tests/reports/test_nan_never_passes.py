@@ -1,9 +1,7 @@
 """A NaN or missing mean never passes a threshold in the report, the check verdict or the gate
 that reads it: it is a miss, in words (issue 27). The warehouse's statuses already fail a NaN mean
 (tests/warehouse/test_nan_means.py); these rows are what a warehouse written before that may still
-hold (`pass` beside a NaN mean), and what it writes now (`fail` beside a NaN mean).
-
-Marked xfail until phase B moves `report.py` into `reports/` and `gate.py` and makes them pass."""
+hold (`pass` beside a NaN mean), and what it writes now (`fail` beside a NaN mean)."""
 
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ from retrieval_pipeline.segments import OVERALL_SEGMENT
 
 DAY = date(2026, 11, 30)
 NAN = float("nan")
-PHASE_B = pytest.mark.xfail(strict=True, reason="issue 27 phase B: reports and gate")
 
 
 def row(mean: float | None, status: str, segment: str = "multi_hop") -> dict[str, object]:
@@ -33,7 +30,7 @@ def row(mean: float | None, status: str, segment: str = "multi_hop") -> dict[str
         "traces": 50,
         "annotated_traces": 40,
         "coverage": 40 / 50,
-        "n": 40,
+        "n": 0 if mean is None else 40,
         "mean": mean,
         "ci_low": NAN,
         "ci_high": NAN,
@@ -52,7 +49,6 @@ NOT_A_NUMBER = "multi_hop / candidate: ndcg@10 is not a number (NaN), threshold 
 NO_MEAN = "multi_hop / candidate: ndcg@10 has no mean, threshold 0.650"
 
 
-@PHASE_B
 @pytest.mark.parametrize("status", ["pass", "fail"])
 def test_a_nan_mean_fails_the_threshold_check_in_words(status: str) -> None:
     rows = pd.DataFrame([row(NAN, status), row(0.9, "pass", OVERALL_SEGMENT)])
@@ -62,14 +58,12 @@ def test_a_nan_mean_fails_the_threshold_check_in_words(status: str) -> None:
     assert verdict.metadata["misses"] == 1
 
 
-@PHASE_B
 def test_a_missing_mean_marked_pass_fails_the_threshold_check() -> None:
     verdict = threshold_verdict(pd.DataFrame([row(None, "pass")]), DAY, DAY)
     assert not verdict.passed
     assert NO_MEAN in verdict.description
 
 
-@PHASE_B
 @pytest.mark.parametrize("status", ["pass", "fail"])
 def test_the_report_of_a_nan_mean_names_the_miss(status: str) -> None:
     report = build_report(pd.DataFrame([row(NAN, status)]), PipelineConfig(), DAY)
