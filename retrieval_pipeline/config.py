@@ -8,7 +8,6 @@ and what is allowed there.
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from retrieval_pipeline import environment
 from retrieval_pipeline.metrics import DEFAULT_METRICS, Metric, parse_metric, parse_metrics
 
 CONFIG_ENV = "RETRIEVAL_PIPELINE_CONFIG"
@@ -281,8 +281,7 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "<config>") -> Pi
 
 def config_path(path: str | Path | None = None) -> Path | None:
     """The file to read: `path`, else $RETRIEVAL_PIPELINE_CONFIG, else None (defaults)."""
-    chosen = path if path is not None else os.environ.get(CONFIG_ENV) or None
-    return Path(chosen) if chosen is not None else None
+    return Path(path) if path is not None else environment.path(CONFIG_ENV)
 
 
 def load_config(path: str | Path | None = None) -> PipelineConfig:

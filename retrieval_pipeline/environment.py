@@ -79,12 +79,14 @@ def _text(name: str, environ: Mapping[str, str] | None) -> str | None:
     return value.strip()
 
 
-def memory_limit(environ: Mapping[str, str] | None = None) -> str:
+def memory_limit(
+    environ: Mapping[str, str] | None = None, default: str = DEFAULT_MEMORY_LIMIT
+) -> str:
     """DuckDB's memory_limit for the warehouse and `evaluate`:
-    $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT (e.g. `4GB`, `2GiB`, `50%`), else 512MB."""
+    $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT (e.g. `4GB`, `2GiB`, `50%`), else `default`."""
     text = _text(DUCKDB_MEMORY_LIMIT, environ)
     if text is None:
-        return DEFAULT_MEMORY_LIMIT
+        return default
     match = _SIZE.fullmatch(text)
     if match is None:
         raise EnvironmentValueError(DUCKDB_MEMORY_LIMIT, text, _SIZE_WORDS)

@@ -4,14 +4,19 @@ message (issue 27, class 10): `RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT=garbage` w
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
 import duckdb
 import pytest
+from click.testing import CliRunner
 
 from retrieval_pipeline import environment as env
+from retrieval_pipeline.cli import main
 from retrieval_pipeline.environment import EnvironmentValueError
 
 MEMORY = env.DUCKDB_MEMORY_LIMIT
@@ -125,3 +130,41 @@ def test_path_variables() -> None:
     assert "holds no NUL byte" in message
     with pytest.raises(ValueError, match="is not a path variable"):
         env.path(MEMORY, {})
+
+
+# --- where the variables are read -------------------------------------------------------------
+
+
+def test_evaluate_names_a_bad_memory_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        '{"trace_id": "t", "query_id": "q", "timestamp": "2026-11-30", "retrieved_ids": ["a"]}\n'
+    )
+    monkeypatch.setenv(MEMORY, "-1GB")  # DuckDB itself would read it as no limit at all
+    result = CliRunner().invoke(main, ["evaluate", str(trace)])
+    assert result.exit_code == 1
+    assert f"{MEMORY}='-1GB': must be a size such as 512MB or 4GB" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        (env.START_DATE, "2026-13-45", "must be a date YYYY-MM-DD"),
+        (env.LIVE_INTERVAL, "0", "must be a whole number of seconds from 1 to 86400"),
+        (env.DUCKDB_MEMORY_LIMIT, "garbage", "must be a size such as 512MB"),
+        (env.STORE_RETRIEVED_IDS, "maybe", "must be 1, true, yes, 0, false or no"),
+    ],
+)
+def test_the_dagster_definitions_refuse_to_load_on_a_bad_value(
+    name: str, value: str, words: str
+) -> None:
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import retrieval_pipeline.defs"],
+        env={**os.environ, name: value},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert loaded.returncode != 0
+    assert f"EnvironmentValueError: {name}={value!r}: {words}" in loaded.stderr

@@ -11,11 +11,11 @@ $RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS=0 stores traces without their id lists.
 from __future__ import annotations
 
 import gc
-import os
 from pathlib import Path
 
 import dagster as dg
 
+from retrieval_pipeline import environment
 from retrieval_pipeline.config import config_path, load_config
 from retrieval_pipeline.defs import live
 from retrieval_pipeline.defs.ab import assets as ab
@@ -48,11 +48,11 @@ ASSETS = [
 
 
 def _env_or(name: str, default: str) -> str | dg.EnvVar:
-    return dg.EnvVar(name) if os.environ.get(name) else str(Path(default).absolute())
+    return dg.EnvVar(name) if environment.path(name) else str(Path(default).absolute())
 
 
 def _env_or_none(name: str) -> str | dg.EnvVar | None:
-    return dg.EnvVar(name) if os.environ.get(name) else None
+    return dg.EnvVar(name) if environment.path(name) else None
 
 
 def build_defs(config: str | Path | None = None) -> dg.Definitions:

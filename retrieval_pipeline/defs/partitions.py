@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from datetime import date, timedelta
 
 import dagster as dg
+
+from retrieval_pipeline import environment
 
 START_DATE_ENV = "RETRIEVAL_PIPELINE_START_DATE"
 DEFAULT_START_DATE = "2026-01-01"
@@ -13,12 +14,7 @@ DEFAULT_START_DATE = "2026-01-01"
 
 def start_date() -> str:
     """The first partition: $RETRIEVAL_PIPELINE_START_DATE (YYYY-MM-DD) or 2026-01-01."""
-    text = os.environ.get(START_DATE_ENV) or DEFAULT_START_DATE
-    try:
-        date.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{START_DATE_ENV} must be a date YYYY-MM-DD, got {text!r}") from None
-    return text
+    return environment.start_date().isoformat()
 
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=start_date(), timezone="UTC")

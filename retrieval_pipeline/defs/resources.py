@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,6 +11,7 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
+from retrieval_pipeline import environment
 from retrieval_pipeline.config import PipelineConfig, load_config
 from retrieval_pipeline.store import LocalTraceStore, TraceStore
 from retrieval_pipeline.warehouse.connection import UnreadableDatabaseError, connect
@@ -27,12 +27,7 @@ DEFAULT_STORE = "data/store"
 
 def store_retrieved_ids() -> bool:
     """$RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS as a yes or no (unset: yes)."""
-    text = os.environ.get(STORE_IDS_ENV, "").strip().lower()
-    if text in ("", "1", "true", "yes"):
-        return True
-    if text in ("0", "false", "no"):
-        return False
-    raise ValueError(f"{STORE_IDS_ENV} must be 1, true, yes, 0, false or no, not {text!r}")
+    return environment.store_retrieved_ids()
 
 
 class TraceStoreResource(dg.ConfigurableResource):

@@ -8,7 +8,6 @@ connections. Opening a warehouse also removes what an interrupted ingestion left
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import duckdb
 
+from retrieval_pipeline import environment
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
 from retrieval_pipeline.warehouse.session import transaction
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -39,13 +39,15 @@ _UNREADABLE_FILE_ERRORS = (
 # 80% of RAM, lets its cache of the blocks a run has read or written grow with every day of a
 # backfill; beyond the limit it spills to disk. 512MB bounds a large partition's peak for a little
 # time against 1GB (bench/README.md measures both).
-MEMORY_LIMIT_ENV = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
+MEMORY_LIMIT_ENV = environment.DUCKDB_MEMORY_LIMIT
 DEFAULT_MEMORY_LIMIT = "512MB"
 
 
 def memory_limit() -> str:
-    """DuckDB's memory_limit: $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT, else DEFAULT_MEMORY_LIMIT."""
-    return os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT
+    """DuckDB's memory_limit: $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT, else DEFAULT_MEMORY_LIMIT;
+    a value DuckDB would misread (`-1GB` is no limit to it) or refuse is an error naming the
+    variable (`environment.memory_limit`)."""
+    return environment.memory_limit(default=DEFAULT_MEMORY_LIMIT)
 
 
 # Rows per row group of the warehouse's tables. DuckDB scans a table a row group per thread: at its

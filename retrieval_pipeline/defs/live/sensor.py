@@ -13,12 +13,12 @@ with a message and the same traces are read again on the next tick.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import dagster as dg
 import duckdb
 
+from retrieval_pipeline import environment
 from retrieval_pipeline.defs.live.assets import CHECK_NAME, LIVE_ASSET_KEY
 from retrieval_pipeline.defs.live.resources import LiveMonitorResource
 from retrieval_pipeline.defs.resources import TraceStoreResource, WarehouseResource
@@ -185,14 +185,7 @@ def live_monitor_tick(
 
 
 def _interval_from_env() -> int:
-    text = os.environ.get(INTERVAL_ENV) or str(DEFAULT_INTERVAL_SECONDS)
-    try:
-        seconds = int(text)
-    except ValueError:
-        seconds = 0
-    if seconds < 1:
-        raise ValueError(f"{INTERVAL_ENV} must be a whole number of seconds >= 1, got {text!r}")
-    return seconds
+    return environment.live_interval_seconds()
 
 
 def build_live_monitoring_sensor(
