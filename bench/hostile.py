@@ -60,6 +60,13 @@ def _long_field(path: Path, size: int, field: str) -> None:
     path.write_text(json.dumps(_record(**{field: "x" * size})) + "\n")
 
 
+def _big_lines(path: Path, count: int, size: int) -> None:
+    """`count` valid records, each with a segment of `size` bytes."""
+    with path.open("w") as out:
+        for n in range(count):
+            out.write(json.dumps(_record(trace_id=f"t{n}", segment="x" * size)) + "\n")
+
+
 def _many_ids(path: Path, count: int) -> None:
     """One record retrieving `count` ids (d0, d1, ...): about 11 bytes an id."""
     ids = ", ".join(f'"d{n}"' for n in range(count))
@@ -94,6 +101,10 @@ SHAPES = [
           "one line of 45 MB (an unused field)"),
     Shape("long_segment_45mb", "long_segment_45mb.jsonl",
           lambda p: _long_field(p, 45 * 10**6, "segment"), "one line of 45 MB (its segment)"),
+    Shape("line_15mb", "line_15mb.jsonl", lambda p: _long_field(p, 15 * 2**20, "segment"),
+          "one line of 15 MiB (its segment), under the 16 MiB limit: scored"),
+    Shape("big_lines_2mb", "big_lines_2mb.jsonl", lambda p: _big_lines(p, 30, 2 * 2**20),
+          "30 lines of 2 MiB (their segments): scored, each in a piece of its own"),
     Shape("ids_5m", "ids_5m.jsonl", lambda p: _many_ids(p, 5_000_000),
           "one line of 5M retrieved ids (about 54 MB)"),
     Shape("bad_lines_10m", "bad_lines_10m.jsonl", lambda p: _short_bad_lines(p, 10_000_000),
@@ -125,18 +136,15 @@ def measure(names: list[str]) -> list[str]:
     rows = []
     for shape in (s for s in SHAPES if s.name in names):
         path = ensure(shape)
-        proc = run_process([command(), "evaluate", str(path), "--format", "json"])
+        proc = run_process([command(), "evaluate", str(path)])
         outcome = "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
-        said = ""
         if proc.returncode == 0:
-            summary = json.loads(proc.stdout)
-            said = (
-                f"read {summary['records_read']:,}, scored {summary['records_scored']:,}, "
-                f"quarantined {summary['records_quarantined']:,}"
-            )
-            refused = [line for line in proc.stderr.splitlines() if line.startswith("  ")]
-            if refused:
-                said += f"; first reason: {refused[0].strip()[:120]}"
+            # the summary's first line (what was read, scored, quarantined) and the first reason
+            lines = proc.stdout.splitlines()
+            said = lines[0] if lines else ""
+            reasons = [line.strip() for line in lines if line.startswith("  ")]
+            if reasons:
+                said += f" First: {reasons[0].replace(str(FOLDER) + '/', '')[:160]}"
         else:
             said = _error_words(proc.stderr)
         note = machine_note(proc.io_stall_s, proc.steal_s)

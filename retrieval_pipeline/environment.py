@@ -26,6 +26,7 @@ STORE_RETRIEVED_IDS = "RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS"
 START_DATE = "RETRIEVAL_PIPELINE_START_DATE"
 LIVE_INTERVAL = "RETRIEVAL_PIPELINE_LIVE_INTERVAL"
 DUCKDB_MEMORY_LIMIT = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
+MAX_LINE_BYTES = "RETRIEVAL_PIPELINE_MAX_LINE_BYTES"
 
 DEFAULT_MEMORY_LIMIT = "512MB"
 DEFAULT_START_DATE = date(2026, 1, 1)
@@ -37,6 +38,11 @@ MIN_MEMORY_BYTES = 8 * 1000**2
 # Partition start dates: Dagster's daily partitions overflow computing the day after 9999-12-31;
 # a start outside these centuries is a typo, not a day traces were served.
 EARLIEST_START_DATE, LATEST_START_DATE = date(1900, 1, 1), date(2999, 12, 31)
+# The longest JSON line read (`ingest.lines`): far above real traces (10,000 ids are about
+# 150 KB), and small enough that DuckDB validates such a line within its default memory limit
+# (a line of 16 MiB alone in its piece peaked at 425 MB at 512MB; one of 30 MiB ran out of it).
+DEFAULT_MAX_LINE_BYTES = 16 * 2**20
+MIN_MAX_LINE_BYTES, MAX_MAX_LINE_BYTES = 2**10, 2**30
 # The live sensor's interval, in seconds: at least one, at most a day.
 MAX_LIVE_INTERVAL_SECONDS = 86_400
 
@@ -110,6 +116,22 @@ def memory_limit_bytes(limit: str) -> int | None:
     if match is None or match.group(2) == "%":
         return None
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def max_line_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The longest JSON line read, in bytes: $RETRIEVAL_PIPELINE_MAX_LINE_BYTES (a size, e.g.
+    `64MiB`), else 32 MiB; a longer line is quarantined with its size."""
+    text = _text(MAX_LINE_BYTES, environ)
+    if text is None:
+        return DEFAULT_MAX_LINE_BYTES
+    match = _SIZE.fullmatch(text)
+    words = "must be a size from 1KiB to 1GiB, such as 32MiB or 64MB"
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise EnvironmentValueError(MAX_LINE_BYTES, text, words)
+    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if not MIN_MAX_LINE_BYTES <= size <= MAX_MAX_LINE_BYTES:
+        raise EnvironmentValueError(MAX_LINE_BYTES, text, words)
+    return size
 
 
 def store_retrieved_ids(environ: Mapping[str, str] | None = None) -> bool:

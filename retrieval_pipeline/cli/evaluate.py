@@ -15,6 +15,9 @@ from retrieval_pipeline.cli.options import gain_option, metrics_option, relevanc
 if TYPE_CHECKING:
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
+# Quarantined records shown in the summary (all of them go to --quarantine).
+SHOWN_QUARANTINED = 5
+
 
 @click.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -70,7 +73,17 @@ def evaluate(
         for path in (output, quarantine):
             if path is not None:
                 output_format(path)
-        run = run_evaluation(list(traces), metrics, corpus, gain, relevance_level)
+        # the quarantine goes to its file from the warehouse, a batch at a time; the summary
+        # shows the first few
+        run = run_evaluation(
+            list(traces),
+            metrics,
+            corpus,
+            gain,
+            relevance_level,
+            quarantine_rows=SHOWN_QUARANTINED,
+            quarantine_file=quarantine,
+        )
     except (MetricConfigError, TraceFileError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except (duckdb.IOException, duckdb.OutOfMemoryException) as exc:
@@ -78,8 +91,6 @@ def evaluate(
         raise click.ClickException(" ".join(str(exc).split())) from None
     if output is not None:
         write_table(run.per_query, output)
-    if quarantine is not None:
-        write_table(run.quarantine, quarantine)
     click.echo(json.dumps(summary(run), indent=2) if fmt == "json" else summary_text(run))
 
 
@@ -121,8 +132,8 @@ def summary_text(run: EvaluationRun) -> str:
         shown = "-" if mean is None else f"{mean:.4f}"
         lines.append(f"{name:<16}{shown:>10}  {traces.annotated} annotated traces")
     if ingest.quarantined:
-        lines += ["", "Quarantined (first 5):"]
-        for row in run.quarantine.head(5).itertuples():
+        lines += ["", f"Quarantined (first {SHOWN_QUARANTINED}):"]
+        for row in run.quarantine.head(SHOWN_QUARANTINED).itertuples():
             lines.append(f"  {row.source_file}:{row.source_line}: {row.reason}")
     if run.corpus.rejected:
         lines += [

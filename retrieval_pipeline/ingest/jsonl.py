@@ -7,8 +7,8 @@ break, the cut-off one quarantined with the stream's error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from retrieval_pipeline.ingest.files import TraceFileError
 from retrieval_pipeline.ingest.gzip import GZIP_MAGIC, GzipStream
+from retrieval_pipeline.ingest.lines import MAX_LINE_BYTES, PIECE_LINES, LinePiece, LineSplitter
 from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece, file_columns
 
 # Ingestion reads and validates a file in pieces of about this much text (about 40k traces of 100
@@ -32,34 +33,37 @@ _CORRUPT = "the gzip stream is corrupt"
 class JsonlPiece:
     """Whole lines of a JSON-lines file, decompressed: `data` starts at line `first_line` and ends
     with a newline, except in the file's last piece, which carries `stream_error` when a gzip
-    stream ended or broke early (its last line was cut off)."""
+    stream ended or broke early (its last line was cut off). `line_errors`: lines that cannot be
+    read, by number (a line longer than the limit: `data` holds only its first bytes)."""
 
     data: bytes
     first_line: int
     at_file_start: bool
     stream_error: str | None = None
+    line_errors: Mapping[int, str] = field(default_factory=dict)
 
 
-def jsonl_pieces(path: Path, piece_bytes: int | None = None) -> Iterator[JsonlPiece]:
-    """The file in pieces of whole lines; a gzip file is decompressed member by member, so that a
-    truncated or corrupt tail keeps every line before it."""
+def jsonl_pieces(
+    path: Path, piece_bytes: int | None = None, max_line_bytes: int | None = None
+) -> Iterator[JsonlPiece]:
+    """The file in pieces of whole lines (`ingest.lines`: each bounded in bytes and lines, a line
+    longer than `max_line_bytes` named instead of kept); a gzip file is decompressed member by
+    member, a chunk at a time, so that a truncated or corrupt tail keeps every line before it and
+    a gzip bomb is never held inflated."""
     piece_bytes = piece_bytes or PIECE_BYTES
     gzipped = path.name.lower().endswith(".gz")
     try:
         handle = path.open("rb")
     except OSError as exc:
         raise TraceFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    splitter = LineSplitter(piece_bytes, PIECE_LINES, max_line_bytes or MAX_LINE_BYTES)
     with handle:
         # An empty file holds no records; one cut inside the gzip header is a truncated stream.
         if gzipped and not GZIP_MAGIC.startswith(handle.read(2)):
             raise TraceFileError(f"{path}: not a gzip file (the name ends in .gz)")
         handle.seek(0)
         stream = GzipStream() if gzipped else None
-        # blocks read since the last piece, joined once a piece's worth is there (appending each
-        # block to one bytes object would copy the growing piece at every block)
-        blocks: list[bytes] = []
-        size = 0
-        first_line, at_start, read_any, error = 1, True, False, None
+        read_any, error = False, None
         while error is None:
             try:
                 block = handle.read(_READ_BYTES)
@@ -68,33 +72,22 @@ def jsonl_pieces(path: Path, piece_bytes: int | None = None) -> Iterator[JsonlPi
             if not block:
                 break
             read_any = True
-            if stream is None:
-                blocks.append(block)
-                size += len(block)
-            else:
-                for chunk in stream.inflate(block):
-                    blocks.append(chunk)
-                    size += len(chunk)
-                if stream.error is not None:
-                    error = _cut_off(stream.error)
-            if size < piece_bytes:
-                continue
-            # the last block with a newline: the piece ends there, and the blocks after it hold
-            # the start of the next line only
-            last = next((i for i in range(len(blocks) - 1, -1, -1) if b"\n" in blocks[i]), None)
-            if last is None:
-                continue
-            cut = blocks[last].rfind(b"\n") + 1
-            piece = b"".join([*blocks[:last], blocks[last][:cut]])  # the piece's one copy
-            yield JsonlPiece(piece, first_line, at_start)
-            first_line += piece.count(b"\n")
-            blocks, at_start = [blocks[last][cut:], *blocks[last + 1 :]], False
-            size = sum(map(len, blocks))
+            # each inflated chunk is cut into pieces before the next is inflated
+            for chunk in [block] if stream is None else stream.inflate(block):
+                for piece in splitter.feed(chunk):
+                    yield _jsonl(piece)
+            if stream is not None and stream.error is not None:
+                error = _cut_off(stream.error)
         if error is None and stream is not None and read_any and not stream.ended:
             error = _TRUNCATED
-        rest = b"".join(blocks)
-        if rest or error is not None or at_start:  # no empty piece after the last line
-            yield JsonlPiece(rest, first_line, at_start, error)
+        for piece in splitter.finish(always=error is not None):
+            yield _jsonl(piece, error)
+
+
+def _jsonl(piece: LinePiece, stream_error: str | None = None) -> JsonlPiece:
+    return JsonlPiece(
+        piece.data, piece.first_line, piece.at_file_start, stream_error, piece.line_errors
+    )
 
 
 def _cut_off(stream_error: str) -> str:
@@ -112,7 +105,9 @@ def _jsonl_rows(
     stream_error: str | None,
     first_line: int = 1,
     at_file_start: bool = True,
+    line_errors: Mapping[int, str] | None = None,
 ) -> Iterator[tuple[str, int, int, str, str | None]]:
+    line_errors = line_errors or {}
     if at_file_start and data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     lines = data.split(b"\n")
@@ -123,9 +118,9 @@ def _jsonl_rows(
         # a byte-order mark can also start a later line, where files were concatenated
         line = line.removesuffix(b"\r").removeprefix(b"\xef\xbb\xbf")
         cut_off = stream_error is not None and number == last
-        if not line.strip() and not cut_off:
+        error = stream_error if cut_off else line_errors.get(number)
+        if not line.strip() and error is None:
             continue  # blank lines are not records
-        error = stream_error if cut_off else None
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -185,14 +180,17 @@ def jsonl_piece(
     stream_error: str | None = None,
     first_line: int = 1,
     at_file_start: bool = True,
+    line_errors: Mapping[int, str] | None = None,
 ) -> RawPiece:
     """Raw records of JSON-lines bytes whose first line is `first_line`; `stream_error` marks
-    the last line as cut off."""
-    if stream_error is None:
+    the last line as cut off, `line_errors` gives the lines that cannot be read their reason."""
+    if stream_error is None and not line_errors:
         clean = _clean_jsonl_table(data, name, order, first_line)
         if clean is not None:
             return RawPiece(clean, data)
-    rows = list(_jsonl_rows(data, name, order, stream_error, first_line, at_file_start))
+    rows = list(
+        _jsonl_rows(data, name, order, stream_error, first_line, at_file_start, line_errors)
+    )
     columns: list[list[object]] = [[row[i] for row in rows] for i in range(len(RAW_SCHEMA))]
     return RawPiece(
         pa.Table.from_arrays(
@@ -202,9 +200,17 @@ def jsonl_piece(
     )
 
 
-def jsonl_file_pieces(path: Path, order: int, piece_bytes: int | None = None) -> Iterator[RawPiece]:
+def jsonl_file_pieces(
+    path: Path, order: int, piece_bytes: int | None = None, max_line_bytes: int | None = None
+) -> Iterator[RawPiece]:
     """Raw records of one JSON-lines file, a piece at a time."""
-    for piece in jsonl_pieces(path, piece_bytes):
+    for piece in jsonl_pieces(path, piece_bytes, max_line_bytes):
         yield jsonl_piece(
-            piece.data, str(path), order, piece.stream_error, piece.first_line, piece.at_file_start
+            piece.data,
+            str(path),
+            order,
+            piece.stream_error,
+            piece.first_line,
+            piece.at_file_start,
+            piece.line_errors,
         )

@@ -1,11 +1,39 @@
 """The output files of `evaluate`, per query and quarantined: a table as Parquet, CSV or JSON
-lines, chosen by the file's extension."""
+lines, chosen by the file's extension.
+
+CSV is opened by spreadsheets, which run a cell that starts with `=`, `+`, `-` or `@` (or a tab or
+carriage return before one) as a formula: a trace's segment `=cmd|' /C calc'!A0` would be code.
+In CSV such a text cell is written with a `'` before it, which a spreadsheet shows as text (the
+OWASP advice); numbers are written as they are. Parquet and JSON lines keep every value as it is.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# What a spreadsheet reads as the start of a formula.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: object) -> object:
+    """`value` as a CSV cell a spreadsheet will not run: text that starts like a formula gets a
+    `'` before it; anything else is returned as it is."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every text cell made `csv_safe` (numbers untouched)."""
+    safe = frame.copy()
+    for column in safe.columns:
+        if not pd.api.types.is_numeric_dtype(safe[column]):
+            safe[column] = safe[column].map(csv_safe)
+    return safe
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> None:
@@ -15,9 +43,34 @@ def write_table(frame: pd.DataFrame, path: Path) -> None:
     if suffix == ".parquet":
         frame.to_parquet(path, index=False)
     elif suffix == ".csv":
-        frame.to_csv(path, index=False)
+        _csv_frame(frame).to_csv(path, index=False)
     else:
         frame.to_json(path, orient="records", lines=True, force_ascii=False)
+
+
+def write_batches(batches: pa.RecordBatchReader, path: Path) -> int:
+    """Write a stream of record batches to one file as `write_table` writes a frame, a batch at a
+    time, so that memory stays one batch whatever the rows; return the rows written."""
+    suffix = output_format(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    if suffix == ".parquet":
+        with pq.ParquetWriter(path, batches.schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        return rows
+    with path.open("w", encoding="utf-8", newline="") as out:
+        for batch in batches:
+            frame = batch.to_pandas()
+            if suffix == ".csv":
+                _csv_frame(frame).to_csv(out, index=False, header=rows == 0)
+            elif len(frame):
+                frame.to_json(out, orient="records", lines=True, force_ascii=False)
+            rows += batch.num_rows
+        if suffix == ".csv" and rows == 0:
+            pd.DataFrame(columns=batches.schema.names).to_csv(out, index=False)
+    return rows
 
 
 OUTPUT_SUFFIXES = (".parquet", ".csv", ".jsonl")

@@ -22,6 +22,7 @@ from retrieval_pipeline.metrics import (
     check_relevance_level,
     parse_metrics,
 )
+from retrieval_pipeline.reports.per_query import write_batches
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
 from retrieval_pipeline.warehouse.corpus import CorpusLoad, load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
@@ -38,7 +39,8 @@ from retrieval_pipeline.warehouse.steps import (
 
 @dataclass(frozen=True)
 class EvaluationRun:
-    """The per-trace table, the quarantined records and every count a user is told."""
+    """The per-trace table, the quarantined records (all of them, or the first
+    `quarantine_rows`: see `run_evaluation`) and every count a user is told."""
 
     metrics: tuple[Metric, ...]
     per_query: pd.DataFrame
@@ -63,8 +65,14 @@ def run_evaluation(
     corpus: str | Path | None = None,
     gain: str = "exponential",
     relevance_level: float = 1,
+    quarantine_rows: int | None = None,
+    quarantine_file: Path | None = None,
 ) -> EvaluationRun:
-    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table)."""
+    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table).
+
+    Quarantined records are kept in `EvaluationRun.quarantine` all (`quarantine_rows` None) or the
+    first `quarantine_rows`, and written to `quarantine_file` (Parquet, CSV or JSON lines) a
+    batch at a time: ten million bad lines are not held in memory at once."""
     parsed = _metrics(metrics)
     checked_gain = check_gain(gain)
     level = check_relevance_level(relevance_level)
@@ -76,7 +84,11 @@ def run_evaluation(
         database = Path(folder) / "evaluation.duckdb"
         conn = connect(database, {"memory_limit": memory_limit()}, scratch=True)
         try:
-            return _evaluate_in(conn, traces, parsed, corpus, checked_gain, level)
+            run = _evaluate_in(conn, traces, parsed, corpus, checked_gain, level, quarantine_rows)
+            if quarantine_file is not None:
+                reader = conn.sql(_QUARANTINE).to_arrow_reader(_QUARANTINE_BATCH_ROWS)
+                write_batches(reader, quarantine_file)
+            return run
         finally:
             close_scratch(conn)
 
@@ -88,6 +100,7 @@ def _evaluate_in(
     corpus: str | Path | None,
     gain: Gain,
     relevance_level: float,
+    quarantine_rows: int | None = None,
 ) -> EvaluationRun:
     # the lists of retrieved ids are not kept: nothing here reads them after ingestion
     ingest = ingest_traces(conn, traces, keep_retrieved_ids=False)
@@ -96,11 +109,18 @@ def _evaluate_in(
     labels = build_labels(conn, start, end, use_corpus=corpus is not None)
     counts = compute_query_metrics(conn, metrics, start, end, gain, relevance_level)
     per_query = query_metrics_wide(conn, metrics, start, end)
-    quarantine = conn.execute(
-        "select source_file, source_line, trace_id, field, reason, raw_record"
-        " from quarantine order by source_file, source_line"
-    ).df()
+    first = "" if quarantine_rows is None else " limit $rows"
+    params = {} if quarantine_rows is None else {"rows": quarantine_rows}
+    quarantine = conn.execute(_QUARANTINE + first, params).df()
     return EvaluationRun(metrics, per_query, quarantine, ingest, labels, counts, corpus_load)
+
+
+# The quarantined records, in file and line order; fetched this many at a time into a file.
+_QUARANTINE = (
+    "select source_file, source_line, trace_id, field, reason, raw_record"
+    " from quarantine order by source_file, source_line"
+)
+_QUARANTINE_BATCH_ROWS = 100_000
 
 
 def evaluate(

@@ -17,6 +17,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from retrieval_pipeline import environment
 from retrieval_pipeline.ingest.files import TraceFile, discover
 from retrieval_pipeline.ingest.jsonl import jsonl_file_pieces, jsonl_piece
 from retrieval_pipeline.ingest.parquet import parquet_pieces
@@ -41,7 +42,7 @@ def raw_record_pieces(
     if isinstance(source, pa.Table):
         return 1, _table_pieces(conn, source)
     files = discover(source)
-    return len(files), _file_pieces(conn, files)
+    return len(files), _file_pieces(conn, files, environment.max_line_bytes())
 
 
 def read_ahead(pieces: Iterator[RawPiece]) -> Iterator[RawPiece]:
@@ -79,11 +80,13 @@ def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[R
             yield rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1)
 
 
-def _file_pieces(conn: duckdb.DuckDBPyConnection, files: Sequence[TraceFile]) -> Iterator[RawPiece]:
+def _file_pieces(
+    conn: duckdb.DuckDBPyConnection, files: Sequence[TraceFile], max_line_bytes: int
+) -> Iterator[RawPiece]:
     with _converter(conn) as converter:
         for order, trace_file in enumerate(files):
             if trace_file.kind == "jsonl":
-                yield from jsonl_file_pieces(trace_file.path, order)
+                yield from jsonl_file_pieces(trace_file.path, order, None, max_line_bytes)
             else:
                 for first_row, rows in parquet_pieces(trace_file.path, ROWS_PER_PIECE):
                     yield rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
