@@ -110,18 +110,21 @@ class LineSplitter:
             yield piece
 
     def _fits_whole(self, chunk: bytes) -> bool:
-        """Whether `chunk` can be kept as it is: the line it continues stays short, every aligned
-        window of half a big line holds a newline (so no line inside is big: a line of
-        BIG_LINE bytes or more would cover one such window), and its lines fit the count."""
-        first = chunk.find(b"\n")
-        window = BIG_LINE // 2
+        """Whether `chunk` can be kept as it is: no line in it, or continued or begun by it, is
+        longer than `limit` (neither big nor too long), and its lines fit the piece's count.
+
+        A line longer than `limit` inside the chunk would cover a whole aligned window of
+        `window` bytes, so a newline in every window rules it out at memchr's speed."""
+        limit = min(BIG_LINE, self.max_line_bytes)
+        window = max(1, (limit + 1) // 2)
+        first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
         return (
             not self._skipping
             and self._size > 0  # no leading blank lines to drop
             and first >= 0
-            and self._tail + first < min(BIG_LINE, self.max_line_bytes)
-            and len(chunk) - chunk.rfind(b"\n") <= window
-            and all(chunk.find(b"\n", w, w + window) >= 0 for w in range(0, len(chunk), window))
+            and self._tail + first <= limit
+            and len(chunk) - last - 1 <= limit
+            and all(chunk.find(b"\n", w, w + window) >= 0 for w in range(0, last, window))
             and self._newlines + chunk.count(b"\n") < self.piece_lines
         )
 
@@ -139,10 +142,12 @@ class LineSplitter:
         while a < b:
             if self._skipping:
                 newline = chunk.find(b"\n", a, b)
+                end = b if newline < 0 else newline
+                if len(self._prefix) < KEPT_PREFIX:  # the line's first bytes, still wanted
+                    self._prefix += chunk[a : min(end, a + KEPT_PREFIX - len(self._prefix))]
+                self._skipped += end - a
                 if newline < 0:
-                    self._skipped += b - a
                     return
-                self._skipped += newline - a
                 self._end_long_line(newline=True)
                 a = newline + 1
                 continue

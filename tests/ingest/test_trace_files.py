@@ -5,6 +5,7 @@ Parquet, and the files that cannot be read at all.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 from pathlib import Path
@@ -220,5 +221,5 @@ def test_pieces_are_whole_lines_numbered_from_the_file_start(
     assert all(p.data for p in pieces[1:])  # only an empty file's one piece is empty
     assert all(p.stream_error is None for p in pieces)
     assert [p.at_file_start for p in pieces] == [True] + [False] * (len(pieces) - 1)
-    for before, piece in zip(pieces, pieces[1:], strict=False):
+    for before, piece in itertools.pairwise(pieces):
         assert piece.first_line >= before.first_line + before.data.count(b"\n")
