@@ -52,10 +52,27 @@ def printable(text: object, width: int | None = None, ellipsis: str = "\u2026") 
     return value
 
 
+# Bidirectional controls reorder the text shown around them (a name can read as another one);
+# control characters (NUL, escape sequences) have no place in a report either.
+_BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_INVISIBLE = {
+    **{code: None for code in range(0x20) if chr(code) not in "\t\n\r"},
+    **{code: None for code in range(0x7F, 0xA0)},
+    **{ord(ch): None for ch in _BIDI_CONTROLS},
+}
+
+
+def visible(text: object) -> str:
+    """`text` without control characters (tab and line breaks kept) and without bidirectional
+    controls: what a report may show of a string that comes from traces."""
+    return str(text).translate(_INVISIBLE)
+
+
 def escape_markdown(text: object) -> str:
-    """`text` safe inside Markdown (also a table cell): no HTML, no code spans, no cell breaks,
-    one line."""
-    value = str(text)
+    """`text` safe inside Markdown (also a table cell): no HTML, no code spans, no links or
+    images (`[`, `]` escaped: `![px](http://...)` stays text), no cell breaks, one line, and
+    nothing invisible (`visible`)."""
+    value = visible(text)
     for raw, safe in (
         ("\\", "\\\\"),
         ("&", "&amp;"),
@@ -63,9 +80,12 @@ def escape_markdown(text: object) -> str:
         (">", "&gt;"),
         ("|", "\\|"),
         ("`", "\\`"),
+        ("[", "\\["),
+        ("]", "\\]"),
         ("\r\n", " "),
         ("\n", " "),
         ("\r", " "),
+        ("\t", " "),
     ):
         value = value.replace(raw, safe)
     return value

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_pipeline.reports.svg import Chart
-from retrieval_pipeline.text import MISSING, escape_markdown, number
+from retrieval_pipeline.text import MISSING, escape_markdown, number, visible
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;
@@ -38,8 +38,9 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
 def esc(text: object) -> str:
-    """`text` safe inside HTML text and attribute values."""
-    return html.escape(str(text), quote=True)
+    """`text` safe inside HTML text and attribute values, without control or bidirectional
+    characters (`text.visible`)."""
+    return html.escape(visible(text), quote=True)
 
 
 def chart_data_uri(chart: Chart) -> str:

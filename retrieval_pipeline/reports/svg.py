@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from retrieval_pipeline.text import visible
+
 FONT_SIZE = 12
 # Average advance of a character in the fallback sans-serif fonts, in ems (DejaVu Sans, the
 # widest common one, averages about 0.6 over mixed text): margins sized with it do not clip.
@@ -285,7 +287,7 @@ def _text(
 ) -> str:
     """Escaped text at (x, y) (the first line's baseline); a newline starts a line below."""
     turn = f' transform="rotate({_coord(rotate)} {_coord(x)} {_coord(y)})"' if rotate else ""
-    lines = text.split("\n")
+    lines = visible(text).split("\n")
     body = html.escape(lines[0], quote=True) + "".join(
         f'<tspan x="{_coord(x)}" dy="{_coord(size * 1.15)}">{html.escape(line, quote=True)}</tspan>'
         for line in lines[1:]

@@ -28,6 +28,7 @@ from retrieval_pipeline.warehouse.corpus import CorpusLoad, load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
 from retrieval_pipeline.warehouse.partitions import ALL_DATES
 from retrieval_pipeline.warehouse.sources import TraceSource
+from retrieval_pipeline.warehouse.sql import load_sql
 from retrieval_pipeline.warehouse.steps import (
     LabelCounts,
     MetricCounts,
@@ -86,8 +87,9 @@ def run_evaluation(
         try:
             run = _evaluate_in(conn, traces, parsed, corpus, checked_gain, level, quarantine_rows)
             if quarantine_file is not None:
-                reader = conn.sql(_QUARANTINE).to_arrow_reader(_QUARANTINE_BATCH_ROWS)
-                write_batches(reader, quarantine_file)
+                every = {"max_rows": _EVERY_ROW}
+                reader = conn.sql(load_sql("rpt_quarantined_records"), params=every)
+                write_batches(reader.to_arrow_reader(_QUARANTINE_BATCH_ROWS), quarantine_file)
             return run
         finally:
             close_scratch(conn)
@@ -109,18 +111,14 @@ def _evaluate_in(
     labels = build_labels(conn, start, end, use_corpus=corpus is not None)
     counts = compute_query_metrics(conn, metrics, start, end, gain, relevance_level)
     per_query = query_metrics_wide(conn, metrics, start, end)
-    first = "" if quarantine_rows is None else " limit $rows"
-    params = {} if quarantine_rows is None else {"rows": quarantine_rows}
-    quarantine = conn.execute(_QUARANTINE + first, params).df()
+    shown = {"max_rows": _EVERY_ROW if quarantine_rows is None else quarantine_rows}
+    quarantine = conn.execute(load_sql("rpt_quarantined_records"), shown).df()
     return EvaluationRun(metrics, per_query, quarantine, ingest, labels, counts, corpus_load)
 
 
-# The quarantined records, in file and line order; fetched this many at a time into a file.
-_QUARANTINE = (
-    "select source_file, source_line, trace_id, field, reason, raw_record"
-    " from quarantine order by source_file, source_line"
-)
+# Quarantined records are written to a file this many at a time; "every row" as a row limit.
 _QUARANTINE_BATCH_ROWS = 100_000
+_EVERY_ROW = 2**62
 
 
 def evaluate(
