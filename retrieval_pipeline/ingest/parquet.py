@@ -1,5 +1,11 @@
 """Parquet trace files (and Arrow rows) as raw records: streamed a piece at a time, with score
-columns that DuckDB cannot read as maps turned into JSON objects."""
+columns that DuckDB cannot read as maps turned into JSON objects.
+
+What a file holds must not crash ingestion without naming the file (issue 27): a column name given
+twice is refused in words; a column of an Arrow type DuckDB cannot read (half floats, 256-bit
+decimals) is left unread when the pipeline does not use it, and refused in words when it does;
+text fields stored as binary are read as UTF-8, and a value that is not UTF-8 gives its row a
+reason, so that the row is quarantined like a JSON line with invalid UTF-8."""
 
 from __future__ import annotations
 
@@ -12,6 +18,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from retrieval_pipeline.ingest.files import REQUIRED_FIELDS, TraceFileError
+
+# Every field of a trace record: other columns are not read by the pipeline.
+TRACE_FIELDS = (
+    *REQUIRED_FIELDS,
+    "relevant_ids",
+    "relevance_scores",
+    "segment",
+    "variant",
+    "label_source",
+)
+# The fields that hold text (or lists of it): a binary column there is read as UTF-8.
+TEXT_FIELDS: tuple[str, ...] = ("trace_id", "query_id", "timestamp", "retrieved_ids")
+TEXT_FIELDS += ("relevant_ids", "segment", "variant", "label_source")
 
 
 def parquet_table(path: Path) -> pa.Table:
@@ -47,9 +66,10 @@ def parquet_pieces(path: Path, rows_per_piece: int) -> Iterator[tuple[int, pa.Ta
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=PARQUET_READ_BUFFER)
     except (OSError, pa.ArrowException) as exc:
         raise TraceFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+    columns = readable_columns(path, parquet.schema_arrow)
     _require_columns(path, parquet.schema_arrow.names)
     first_row = 1
-    batches = parquet.iter_batches(batch_size=rows_per_piece)
+    batches = parquet.iter_batches(batch_size=rows_per_piece, columns=columns)
     while True:
         try:
             batch = next(batches, None)
@@ -59,6 +79,84 @@ def parquet_pieces(path: Path, rows_per_piece: int) -> Iterator[tuple[int, pa.Ta
             return
         yield first_row, pa.Table.from_batches([batch])
         first_row += batch.num_rows
+
+
+def _unreadable(kind: pa.DataType) -> bool:
+    """Whether DuckDB cannot read a column of Arrow type `kind` (anywhere inside it)."""
+    if pa.types.is_float16(kind) or pa.types.is_decimal256(kind):
+        return True
+    if pa.types.is_dictionary(kind):
+        return _unreadable(kind.value_type)
+    return any(_unreadable(kind.field(i).type) for i in range(kind.num_fields))
+
+
+def readable_columns(path: Path | str, schema: pa.Schema) -> list[str]:
+    """The columns to read: every column but those of a type DuckDB cannot read, which the
+    pipeline does not use; TraceFileError naming the file and column when it uses one, or when a
+    column name is given twice."""
+    repeated = sorted({name for name in schema.names if schema.names.count(name) > 1})
+    if repeated:
+        raise TraceFileError(
+            f"{path}: column name(s) {', '.join(map(repr, repeated))} given more than once; "
+            "each column must have its own name"
+        )
+    for field in schema:
+        if field.name in TRACE_FIELDS and _unreadable(field.type):
+            raise TraceFileError(
+                f"{path}: column {field.name} has the Arrow type {field.type}, which cannot be "
+                "read (half floats and 256-bit decimals are not supported; write it as float, "
+                "double or a decimal of at most 38 digits)"
+            )
+    return [field.name for field in schema if not _unreadable(field.type)]
+
+
+def _binary(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_fixed_size_binary(kind)
+        or pa.types.is_binary_view(kind)
+    )
+
+
+def _utf8(value: bytes, where: str) -> tuple[str, str | None]:
+    try:
+        return value.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        problem = f"invalid UTF-8 at byte {exc.start} of {where}"
+        return value.decode("utf-8", errors="replace"), problem
+
+
+def binary_text_as_utf8(rows: pa.Table) -> tuple[pa.Table, list[str | None] | None]:
+    """`rows` with the text fields stored as binary (or lists of binary) read as UTF-8 strings,
+    and each row's first problem (None: none; the list is None when no row has one). DuckDB
+    would write a byte that is not UTF-8 as the text `\\xFF`, an id nobody sent."""
+    errors: list[str | None] = [None] * rows.num_rows
+    found = False
+    for name in TEXT_FIELDS:
+        if name not in rows.column_names:
+            continue
+        kind = rows.schema.field(name).type
+        is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind)
+        if not (_binary(kind) or (is_list and _binary(kind.value_type))):
+            continue
+        texts: list[object] = []
+        for row, value in enumerate(rows.column(name).to_pylist()):
+            if value is None:
+                texts.append(None)
+                continue
+            items = value if is_list else [value]
+            decoded = []
+            for position, item in enumerate(items):
+                where = f"{name}[{position}]" if is_list else name
+                text, problem = (None, None) if item is None else _utf8(item, where)
+                decoded.append(text)
+                if problem is not None and errors[row] is None:
+                    errors[row], found = problem, True
+            texts.append(decoded if is_list else decoded[0])
+        column = pa.array(texts, pa.list_(pa.string()) if is_list else pa.string())
+        rows = rows.set_column(rows.column_names.index(name), name, column)
+    return rows, errors if found else None
 
 
 def _json_value(value: object) -> object:

@@ -45,12 +45,19 @@ class RawPiece:
 
 
 # The columns `numbered_rows` adds; a file's own column of one of these names is refused.
-ROW_NUMBER_COLUMNS = ("__source_file", "__file_order", "__source_row")
+ROW_NUMBER_COLUMNS = ("__source_file", "__file_order", "__source_row", "__read_error")
 
 
-def numbered_rows(rows: pa.Table, source_file: str, file_order: int, first_row: int) -> pa.Table:
-    """Parquet or Arrow rows with their file, its order and each row's number (from
-    `first_row`), as sql/stg_rows_as_json.sql reads them."""
+def numbered_rows(
+    rows: pa.Table,
+    source_file: str,
+    file_order: int,
+    first_row: int,
+    read_errors: list[str | None] | None = None,
+) -> pa.Table:
+    """Parquet or Arrow rows with their file, its order, each row's number (from `first_row`)
+    and why it cannot be read (`read_errors`, None: every row can), as sql/stg_rows_as_json.sql
+    reads them."""
     for name in ROW_NUMBER_COLUMNS:
         if name in rows.column_names:
             raise TraceFileError(f"{source_file}: column name {name} is reserved")
@@ -60,6 +67,12 @@ def numbered_rows(rows: pa.Table, source_file: str, file_order: int, first_row: 
         rows.append_column("__source_file", file_name)
         .append_column("__file_order", order)
         .append_column("__source_row", pa.array(np.arange(first_row, first_row + count)))
+        .append_column(
+            "__read_error",
+            pa.nulls(count, pa.string())
+            if read_errors is None
+            else pa.array(read_errors, pa.string()),
+        )
     )
 
 

@@ -27,7 +27,12 @@ from retrieval_pipeline.ingest.lanes import (
     is_plain_type,
     other_types,
 )
-from retrieval_pipeline.ingest.parquet import maps_as_json, struct_scores_as_json
+from retrieval_pipeline.ingest.parquet import (
+    binary_text_as_utf8,
+    maps_as_json,
+    readable_columns,
+    struct_scores_as_json,
+)
 from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece, numbered_rows
 from retrieval_pipeline.ingest.screen import keep_first_occurrences
 from retrieval_pipeline.warehouse.session import registered
@@ -46,10 +51,13 @@ def rows_as_raw(
     (`_typed_fields`) the rows' JSON text is left to be written where it is read (a quarantined
     record, the JSON lane): writing it for every row was a large share of a Parquet file's
     ingestion (bench/README.md)."""
+    rows = rows.select(readable_columns(source_file, rows.schema))
     rows = struct_scores_as_json(rows)
-    numbered = numbered_rows(rows, source_file, file_order, first_row)
+    rows, read_errors = binary_text_as_utf8(rows)
+    numbered = numbered_rows(rows, source_file, file_order, first_row, read_errors)
     try:
-        typed = _typed_fields(conn, rows)
+        # a row that cannot be read goes through the JSON lane, which names its reason
+        typed = None if read_errors else _typed_fields(conn, rows)
     except duckdb.InvalidInputException as exc:
         if "duplicate key" not in str(exc):
             raise
@@ -62,7 +70,7 @@ def rows_as_raw(
         if "duplicate key" not in str(exc):
             raise
         maps_as_text = maps_as_json(rows)
-        numbered = numbered_rows(maps_as_text, source_file, file_order, first_row)
+        numbered = numbered_rows(maps_as_text, source_file, file_order, first_row, read_errors)
         return RawPiece(_rows_as_json(conn, numbered))
     return RawPiece(raw, typed=typed)
 
