@@ -8,12 +8,15 @@ objects into a local cache and returning those paths; no asset changes.
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import date
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+# As `evaluate` reads them (ingest.files: JSONL_SUFFIXES + PARQUET_SUFFIXES, held equal by a
+# test), in any case: `x.ndjson` and `UPPER.JSONL` are trace files too.
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
 CORPUS_SUFFIXES = (".parquet", ".csv")
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
@@ -51,7 +54,11 @@ class TraceStore(Protocol):
 
 
 def _has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
-    return path.name.endswith(suffixes)
+    return path.name.lower().endswith(suffixes)
+
+
+def _unreadable(what: Path, exc: OSError) -> TraceStoreError:
+    return TraceStoreError(f"cannot read {what}: {exc.strerror or exc}")
 
 
 class LocalTraceStore:
@@ -64,6 +71,9 @@ class LocalTraceStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser().absolute()
+        # folders under traces/ named like days that are not days (`date=2026-13-45`), with why
+        # they are ignored, as of the last `days()`
+        self.ignored: list[str] = []
 
     def describe(self) -> str:
         return f"local trace store at {self.root}"
@@ -89,7 +99,13 @@ class LocalTraceStore:
     def _check_inside(self, candidate: Path) -> None:
         real_root = self._real_root()
         if candidate.exists() or candidate.is_symlink():
-            resolved = candidate.resolve()
+            try:
+                resolved = candidate.resolve(strict=True)
+            except (OSError, RuntimeError) as exc:  # a symlink loop, a link to nothing
+                words = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise TraceStoreError(
+                    f"refusing {candidate}: it cannot be resolved ({words})"
+                ) from None
             if not resolved.is_relative_to(real_root):
                 raise TraceStoreError(
                     f"refusing {candidate}: it resolves to {resolved}, outside the trace store "
@@ -98,9 +114,21 @@ class LocalTraceStore:
 
     def _listing(self, folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
         found: list[Path] = []
-        for entry in sorted(folder.iterdir()):
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError as exc:  # a folder that cannot be listed (permissions, I/O)
+            raise _unreadable(folder, exc) from None
+        for entry in entries:
             if entry.name.startswith(".") or not _has_suffix(entry, suffixes):
                 continue
+            try:
+                entry.name.encode("utf-8")
+            except UnicodeEncodeError:
+                name = os.fsencode(entry.name)
+                raise TraceStoreError(
+                    f"{folder}: the file name {name!r} is not UTF-8, so it cannot be recorded "
+                    "with its records; rename it"
+                ) from None
             self._check_inside(entry)
             if entry.is_file():
                 found.append(entry)
@@ -114,11 +142,19 @@ class LocalTraceStore:
         if not traces.is_dir():
             return []
         found: list[date] = []
-        for entry in sorted(traces.iterdir()):
+        self.ignored = []
+        try:
+            entries = sorted(traces.iterdir())
+        except OSError as exc:
+            raise _unreadable(traces, exc) from None
+        for entry in entries:
             match = _DAY_DIR.match(entry.name)
             if match and entry.is_dir():
                 self._check_inside(entry)
-                found.append(date.fromisoformat(match.group(1)))
+                try:
+                    found.append(date.fromisoformat(match.group(1)))
+                except ValueError as exc:  # date=2026-13-45
+                    self.ignored.append(f"ignoring {entry}: {match.group(1)} is not a date ({exc})")
         return found
 
     def trace_files(self, day: date) -> list[Path]:

@@ -9,6 +9,7 @@ all raises `TraceFileError`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
             for child in sorted(p for p in path.rglob("*") if p.is_file()):
                 kind = _kind(child)
                 if kind is not None:
-                    found.append(TraceFile(child, kind))
+                    found.append(TraceFile(_named(child), kind))
         elif path.is_file():
             kind = _kind(path)
             if kind is None:
@@ -54,7 +55,22 @@ def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
                     f"{path}: not a trace file; expected one of "
                     f"{', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)}"
                 )
-            found.append(TraceFile(path, kind))
+            found.append(TraceFile(_named(path), kind))
+        elif path.is_symlink():
+            raise TraceFileError(f"{path}: a symbolic link to nothing that can be read (or a loop)")
         else:
             raise TraceFileError(f"{path}: no such file or directory")
     return found
+
+
+def _named(path: Path) -> Path:
+    """`path`, when its name can be recorded with its records (UTF-8); else TraceFileError
+    naming its bytes."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise TraceFileError(
+            f"{os.fsencode(path)!r}: the file name is not UTF-8, so it cannot be recorded with "
+            "its records; rename it"
+        ) from None
+    return path

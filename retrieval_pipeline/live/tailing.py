@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval_pipeline.live.rules import MonitorConfigError
+from retrieval_pipeline.store import TraceStoreError
 
 if TYPE_CHECKING:
     from retrieval_pipeline.store import TraceStore
@@ -253,6 +254,8 @@ def read_store_arrivals(
     Without a start day (a first read), watching starts `backfill_days` before the store's
     latest day; days before the start day are never read."""
     days = store.days()
+    # what the store left out, named (a folder `date=2026-13-45`), on every tick that meets it
+    problems: list[str] = list(getattr(store, "ignored", []))
     start_day = cursor.start_day
     if start_day is None and days:
         start_day = days[-1] - timedelta(days=backfill_days)
@@ -261,11 +264,15 @@ def read_store_arrivals(
     # still exists it is kept, so a file that reappears is not read twice.
     files = {key: p for key, p in cursor.files.items() if key.split("/", 1)[0] in held}
     arrivals: list[Arrival] = []
-    problems: list[str] = []
     for day in days:
         if start_day is None or day < start_day:
             continue
-        for path in store.trace_files(day):
+        try:
+            paths = store.trace_files(day)
+        except TraceStoreError as exc:  # this day waits, named; the others are read
+            problems.append(str(exc))
+            continue
+        for path in paths:
             room = None if limit is None else limit - len(arrivals)
             if room is not None and room <= 0:
                 return StoreBatch(arrivals, files, start_day, problems)

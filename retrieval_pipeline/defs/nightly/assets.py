@@ -13,6 +13,7 @@ from datetime import date
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 
 from retrieval_pipeline import gate
 from retrieval_pipeline.defs.executor import POOL
@@ -97,6 +98,14 @@ def traces(
                 # the day keeps what it held before: its replacement is one transaction (an
                 # OSError: a staging file could not be written, e.g. a full disk)
                 raise dg.Failure(description=f"cannot ingest {day.isoformat()}: {exc}") from exc
+            except (duckdb.IOException, duckdb.OutOfMemoryException) as exc:
+                # a new day's rows go straight in: a full disk fails the write itself (what was
+                # written is removed, `warehouse.ingestion`)
+                words = " ".join(str(exc).split())
+                raise dg.Failure(
+                    description=f"cannot ingest {day.isoformat()}: the warehouse could not be "
+                    f"written ({words})"
+                ) from exc
     read = sum(c.read for _, c in per_day)
     quarantined = sum(c.quarantined for _, c in per_day)
     outside = sum(c.outside_day for _, c in per_day)
