@@ -126,8 +126,19 @@ def _load_state(path: Path | None, source: str) -> tuple[dict[str, Any] | None, 
             f"state file {path} follows {data.get('source')!r}, not {source!r}; "
             "use another state file or delete it"
         )
-    progress = FileProgress(**data["progress"]) if data.get("progress") else FileProgress()
-    return data["monitor"], progress
+    try:
+        progress = FileProgress(**data["progress"]) if data.get("progress") else FileProgress()
+        return data["monitor"], progress
+    except KeyError as exc:
+        raise click.ClickException(_lacks(path, exc)) from None
+    except TypeError as exc:
+        raise click.ClickException(
+            f"state file {path}: its progress cannot be read ({exc})"
+        ) from None
+
+
+def _lacks(path: Path | None, exc: KeyError) -> str:
+    return f"state file {path} lacks the key {exc.args[0]!r}; delete it to start afresh"
 
 
 def _save_state(path: Path | None, source: str, session: _Session) -> None:
@@ -339,6 +350,10 @@ def monitor(
         session = _Session(LiveMonitor(config, saved), fmt, show_segments, progress=progress)
     except MonitorConfigError as exc:
         raise click.ClickException(f"state file {state_path}: {exc}") from None
+    except KeyError as exc:  # the monitor's own state, missing a part
+        raise click.ClickException(_lacks(state_path, exc)) from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise click.ClickException(f"state file {state_path} cannot be read ({exc})") from None
     stopped = False
     try:
         if source == STDIN:
@@ -381,7 +396,7 @@ def _follow(
     while True:
         if path.is_file():
             arrivals, session.progress, problem = read_new_lines(
-                path, session.progress, str(path), final=final
+                path, session.progress, str(path), final=final, restart=True
             )
             if problem:
                 click.echo(problem, err=True)

@@ -35,6 +35,7 @@ class FileProgress:
     lines: int = 0
     seen_size: int = -1
     seen_mtime_ns: int = -1
+    inode: int = -1  # the file read (-1: not known yet); another one is a rotated file
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ def read_new_lines(
     source: str | None = None,
     limit: int | None = None,
     final: bool = False,
+    restart: bool = False,
 ) -> tuple[list[Arrival], FileProgress, str | None]:
     """The complete JSON lines of `path` past `progress`, the new progress, and a problem.
 
@@ -119,17 +121,34 @@ def read_new_lines(
     `final` says the file is complete (or a `.jsonl.gz` stream ended cleanly). A `.jsonl.gz`
     file is decompressed from its start (a gzip stream cannot be entered mid-way) and the
     `offset` bytes already read are skipped. A file that shrank is reported and not read again:
-    the trace store is append-only, and reading it afresh could count records twice."""
+    the trace store is append-only, and reading it afresh could count records twice.
+
+    With `restart` (a followed log, `monitor --follow`), a file that shrank (truncated) or is
+    another file under the same name (rotated: another inode) is read again from its start, and
+    the problem says so, once: the progress then describes the new file."""
     name = source or str(path)
     stat = path.stat()
-    if _unchanged(stat, progress):
+    restarted: str | None = None
+    if restart and progress.inode >= 0 and stat.st_ino != progress.inode:
+        restarted = f"{name}: replaced by another file (rotated); reading it from its start"
+    elif restart and stat.st_size < progress.offset and not path.name.lower().endswith(".gz"):
+        restarted = (
+            f"{name}: truncated to {stat.st_size} bytes, below the {progress.offset} read; "
+            "reading it again from its start"
+        )
+    if restarted is not None:
+        progress = FileProgress()
+    elif _unchanged(stat, progress):
         return [], progress, None
-    problem: str | None = None
+    problem: str | None = restarted
     if path.name.lower().endswith(".gz"):
         data, ended, problem = _gunzip(path.read_bytes())
         if problem:
             problem = f"{name}: {problem}"
-        if len(data) < progress.offset:
+        if len(data) < progress.offset and restart:
+            problem = f"{name}: decompresses to fewer bytes than already read; reading it again"
+            progress = FileProgress()
+        elif len(data) < progress.offset:
             return [], progress, f"{name}: decompresses to fewer bytes than already read"
         data, at_end, final = data[progress.offset :], True, final or ended
     else:
@@ -146,6 +165,7 @@ def read_new_lines(
         lines=progress.lines + n_lines,
         seen_size=stat.st_size if done else -1,
         seen_mtime_ns=stat.st_mtime_ns if done else -1,
+        inode=stat.st_ino,
     )
     return [Arrival(name, number, text) for number, text in lines], new, problem
 
@@ -222,13 +242,22 @@ class StoreCursor:
                 f"the live sensor cursor has version {version!r}, this version reads "
                 f"{CURSOR_VERSION}; reset the cursor to start afresh"
             )
-        return cls(
-            start_day=date.fromisoformat(data["start_day"]) if data["start_day"] else None,
-            files={key: FileProgress(**value) for key, value in data["files"].items()},
-            monitor=data["monitor"],
-            records_read=data["records_read"],
-            bad_records=data["bad_records"],
-        )
+        try:
+            return cls(
+                start_day=date.fromisoformat(data["start_day"]) if data["start_day"] else None,
+                files={key: FileProgress(**value) for key, value in data["files"].items()},
+                monitor=data["monitor"],
+                records_read=data["records_read"],
+                bad_records=data["bad_records"],
+            )
+        except KeyError as exc:
+            raise MonitorConfigError(
+                f"the live sensor cursor lacks the key {exc.args[0]!r}; reset the cursor"
+            ) from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise MonitorConfigError(
+                f"the live sensor cursor cannot be read ({exc}); reset it"
+            ) from None
 
 
 @dataclass(frozen=True)
