@@ -86,10 +86,11 @@ class LineSplitter:
 
     def feed(self, chunk: bytes) -> Iterator[LinePiece]:
         """The pieces that `chunk` completes."""
-        if self._fits_whole(chunk):
+        newlines = self._fits_whole(chunk)
+        if newlines is not None:
             # the common case, kept without copying: no line in it is big or too long, and its
             # lines do not take the piece past its count
-            self._keep(chunk, newlines=chunk.count(b"\n"))
+            self._keep(chunk, newlines=newlines)
             newline = chunk.rfind(b"\n")
             self._tail = self._tail + len(chunk) if newline < 0 else len(chunk) - newline - 1
             steps: Iterable[int] = ()
@@ -109,24 +110,26 @@ class LineSplitter:
         if piece is not None:
             yield piece
 
-    def _fits_whole(self, chunk: bytes) -> bool:
-        """Whether `chunk` can be kept as it is: no line in it, or continued or begun by it, is
-        longer than `limit` (neither big nor too long), and its lines fit the piece's count.
+    def _fits_whole(self, chunk: bytes) -> int | None:
+        """The newlines of `chunk` when it can be kept as it is (else None): no line in it, or
+        continued or begun by it, is longer than `limit` (neither big nor too long), and its
+        lines fit the piece's count.
 
         A line longer than `limit` inside the chunk would cover a whole aligned window of
         `window` bytes, so a newline in every window rules it out at memchr's speed."""
         limit = min(BIG_LINE, self.max_line_bytes)
         window = max(1, (limit + 1) // 2)
         first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
-        return (
+        fits = (
             not self._skipping
             and self._size > 0  # no leading blank lines to drop
             and first >= 0
             and self._tail + first <= limit
             and len(chunk) - last - 1 <= limit
             and all(chunk.find(b"\n", w, w + window) >= 0 for w in range(0, last, window))
-            and self._newlines + chunk.count(b"\n") < self.piece_lines
         )
+        newlines = chunk.count(b"\n") if fits else 0
+        return newlines if fits and self._newlines + newlines < self.piece_lines else None
 
     def _cut_if_full(self) -> Iterator[LinePiece]:
         big_opened = self._tail > BIG_LINE and self._newlines > 0  # the lines before it, alone
@@ -235,7 +238,7 @@ class LineSplitter:
             rest = [
                 block for block in (self._blocks[last][cut:], *self._blocks[last + 1 :]) if block
             ]
-        lines = data.count(b"\n")
+        lines = self._newlines  # the rest, after the last newline, holds none
         end = self._first_line + lines + (0 if everything else -1)
         errors = {n: e for n, e in self._errors.items() if n <= end}
         piece = LinePiece(data, self._first_line, self._at_file_start, errors)
