@@ -86,7 +86,7 @@ def _short_bad_lines(path: Path, count: int) -> None:
 class Shape:
     name: str
     file: str
-    write: Callable[[Path], None]
+    write: Callable[[Path], object]
     what: str
 
 

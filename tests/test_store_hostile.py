@@ -6,6 +6,7 @@ raw exception; a folder named like a day that is no day (`date=2026-13-45`) is l
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def test_a_folder_that_cannot_be_listed_is_named(
     folder = day_folder(tmp_path)
     listing = Path.iterdir
 
-    def refuse(path: Path):  # type: ignore[no-untyped-def]
+    def refuse(path: Path) -> Iterator[Path]:
         if path == folder:
             raise PermissionError(13, "Permission denied", str(path))
         return listing(path)

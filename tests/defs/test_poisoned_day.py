@@ -76,5 +76,7 @@ def test_the_gate_refuses_the_poisoned_day(tmp_path: Path) -> None:
         reasons = conn.execute(
             "select reason from quarantine where trace_id = 'poisoned'"
         ).fetchall()
-    (doc_id,) = poison["relevance_scores"]  # type: ignore[misc]
+    scores = poison["relevance_scores"]
+    assert isinstance(scores, dict)
+    (doc_id,) = scores
     assert reasons == [(f'relevance_scores["{doc_id}"] must be a grade from 0 to 100 (got 1024)',)]

@@ -69,7 +69,8 @@ def test_every_line_is_kept_or_named_and_every_piece_is_bounded(
 ) -> None:
     # lines of `x` of the drawn sizes (0: a blank line), fed in chunks of the drawn sizes
     text = b"\n".join(b"x" * size for size in sizes) + (b"\n" if last_newline else b"")
-    chunks, at = [], 0
+    chunks: list[bytes] = []
+    at = 0
     while at < len(text):
         size = cuts[len(chunks) % len(cuts)]
         chunks.append(text[at : at + size])
