@@ -5,8 +5,9 @@
 -- particular order: the statistics sort them). A query's traces are averaged per arm first; an
 -- unannotated trace (value null) or a NaN value counts in no mean; the overall row averages a
 -- query's traces across segments. Control $control, candidate $candidate; partitions
--- $start_date..$end_date (inclusive). One metric per statement: the per-query hash tables are a fifth of the size of all
--- metrics' at once, which at a million traces made the five statements faster than one.
+-- $start_date..$end_date (inclusive). One metric per statement: the per-query hash tables are a
+-- fifth of the size of all metrics' at once, which at a million traces made the five statements
+-- faster than one.
 
 with
 
