@@ -27,7 +27,13 @@ from pydantic import (
     model_validator,
 )
 
-from retrieval_pipeline.metrics import DEFAULT_METRICS, Metric, parse_metric, parse_metrics
+from retrieval_pipeline.metrics import (
+    DEFAULT_GMAX,
+    DEFAULT_METRICS,
+    Metric,
+    parse_metric,
+    parse_metrics,
+)
 
 CONFIG_ENV = "RETRIEVAL_PIPELINE_CONFIG"
 
@@ -147,6 +153,10 @@ class PipelineConfig(_Section):
     metrics: tuple[str, ...] = DEFAULT_METRICS
     gain: Literal["exponential", "linear"] = "exponential"
     relevance_level: float = Field(default=1.0, gt=0, strict=True)
+    # the top of the grade scale for rbp@P and err@K (metrics.py states both)
+    gmax: float = Field(default=DEFAULT_GMAX, gt=0, allow_inf_nan=False, strict=True)
+    # every metric on the condensed list: unjudged retrieved documents removed before ranking
+    judged_only: bool = Field(default=False, strict=True)
     headline_metrics: tuple[MetricName, ...] = DEFAULT_HEADLINE_METRICS
     thresholds: dict[MetricName, UnitFloat] = Field(
         default_factory=lambda: dict(DEFAULT_THRESHOLDS)
