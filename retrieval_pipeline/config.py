@@ -30,9 +30,13 @@ from pydantic import (
 from retrieval_pipeline.metrics import (
     DEFAULT_GMAX,
     DEFAULT_METRICS,
+    RESIDUAL_SUFFIX,
     Metric,
+    coverage_metric,
     parse_metric,
     parse_metrics,
+    with_coverage,
+    with_residuals,
 )
 
 CONFIG_ENV = "RETRIEVAL_PIPELINE_CONFIG"
@@ -171,7 +175,8 @@ class PipelineConfig(_Section):
     def _parse_metrics(cls, value: object) -> tuple[str, ...]:
         if not isinstance(value, str | list | tuple):
             raise ValueError("must be a list of metric names, e.g. ['ndcg@10', 'mrr']")
-        return tuple(metric.name for metric in parse_metrics(value))
+        # each rbp@P brings its residual, reported beside it (metrics.with_residuals)
+        return tuple(metric.name for metric in with_residuals(parse_metrics(value)))
 
     @model_validator(mode="after")
     def _only_configured_metrics(self) -> PipelineConfig:
@@ -196,13 +201,29 @@ class PipelineConfig(_Section):
                 for name in names
                 if name not in self.metrics
             ]
+            if where != "headline_metrics":
+                problems += [
+                    f"{where}: {name!r} is a bound (the most unjudged documents could add), "
+                    "where higher is not better: it takes no threshold and guards nothing"
+                    for name in names
+                    if name.endswith(RESIDUAL_SUFFIX)
+                ]
         if problems:
             raise ValueError("\n".join(problems))
         return self
 
     def metric_objects(self) -> tuple[Metric, ...]:
-        """The configured metrics as `metrics.Metric` objects, for the engine."""
+        """The configured metrics as `metrics.Metric` objects."""
         return parse_metrics(list(self.metrics))
+
+    def scored_metrics(self) -> tuple[Metric, ...]:
+        """What the nightly run scores: the configured metrics and the list-level coverage
+        (`metrics.coverage_metric`, judged@10 unless a judged@K is configured)."""
+        return with_coverage(self.metric_objects())
+
+    def coverage_metric(self) -> str:
+        """The judged@K reported beside the annotation coverage."""
+        return coverage_metric(self.metric_objects()).name
 
     def threshold(self, segment: str, metric: str) -> float | None:
         """The threshold that applies to `metric` on `segment` (override first), or None."""

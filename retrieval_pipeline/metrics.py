@@ -25,10 +25,12 @@ Measures for incomplete judgments. Judgments are never complete: a document with
 label is *unjudged*, which the measures above count as non-relevant. A label of grade 0 is a
 judgment (judged non-relevant), not an absence of one.
 
-- judged@K    = judged documents (any grade, 0 included) among the first K of D, / K. ir_measures'
-                `Judged@K` (Sakai 2007's concern; MacAvaney's OpenNIR). K is the denominator even
-                when fewer than K were retrieved, as in precision@K; ir_measures divides by
-                min(K, |D|) instead, so a short list that is fully judged scores |D| / K here.
+- judged@K    = judged documents (any grade, 0 included) among the first K of D, / K (ir_measures'
+                `Judged@K`, from OpenNIR). K is the denominator even when fewer than K were
+                retrieved, as in precision@K; ir_measures divides by min(K, |D|) instead, so a
+                short list that is fully judged scores |D| / K here. It describes the list as
+                served, so a condensed list (below) does not change it, as ir_measures' Judged
+                takes no `judged_only`.
 - rprec       = relevant documents among the first R of D, / R (trec_eval `Rprec`; Buckley and
                 Voorhees 2005); R counts the unretrieved relevant labels too, so a list shorter
                 than R cannot reach 1. 0 when R = 0.
@@ -55,9 +57,9 @@ judgment (judged non-relevant), not an absence of one.
 gmax (default 3) is the top of the grade scale, from the configuration.
 
 Condensed lists (`judged_only`; Sakai 2007, trec_eval -J, ir_measures' `judged_only`): every
-measure is computed on D with its unjudged documents removed before ranks are taken; the labels,
-and so R, N and the ideal DCG, are unchanged. On a condensed list judged@K = min(K, |D'|) / K
-and rbp@P_residual = P^|D'|.
+measure but judged@K is computed on D with its unjudged documents removed before ranks are taken;
+the labels, and so R, N and the ideal DCG, are unchanged. On a condensed list of n documents
+rbp@P_residual = P^n, and bpref is unchanged (it never sees unjudged documents).
 """
 
 from __future__ import annotations
@@ -217,6 +219,23 @@ def check_gain(gain: str) -> Gain:
     if gain in GAINS:
         return cast(Gain, gain)
     raise MetricConfigError(f"unknown gain {gain!r}; use one of: {', '.join(GAINS)}")
+
+
+# The list-level coverage every report shows beside the annotation coverage: judged@K at the
+# largest configured judged@K, else at this K.
+COVERAGE_K = 10
+
+
+def coverage_metric(metrics: Iterable[Metric]) -> Metric:
+    """The judged@K that measures list-level coverage: the largest configured, else judged@10."""
+    ks = [m.k for m in metrics if m.family == "judged" and m.k is not None]
+    return Metric("judged", max(ks) if ks else COVERAGE_K)
+
+
+def with_coverage(metrics: Iterable[Metric]) -> tuple[Metric, ...]:
+    """The metrics, then the coverage metric (`coverage_metric`) when it is not among them."""
+    listed = tuple(metrics)
+    return tuple(dict.fromkeys((*listed, coverage_metric(listed))))
 
 
 def check_gmax(gmax: float) -> float:

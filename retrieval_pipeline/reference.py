@@ -65,9 +65,8 @@ def score_trace(
     gain_of = _GAINS[check_gain(gain)]
     level = check_relevance_level(relevance_level)
     top = check_gmax(gmax)
-    ranked = list(dict.fromkeys(retrieved_ids))
-    if judged_only:
-        ranked = [doc for doc in ranked if doc in labels]
+    served = list(dict.fromkeys(retrieved_ids))
+    ranked = [doc for doc in served if doc in labels] if judged_only else served
     relevant = {doc for doc, grade in labels.items() if grade >= level}
     n_relevant = len(relevant)
     hit_ranks = [rank for rank, doc in enumerate(ranked, start=1) if doc in relevant]
@@ -96,6 +95,9 @@ def score_trace(
         elif metric.family == "ndcg":
             ideal = _dcg(ideal_gains if k is None else ideal_gains[:k])
             value = _dcg(ranked_gains[:depth]) / ideal if ideal > 0 else 0.0
+        elif metric.family == "judged":  # the list as served, condensed or not
+            depth = len(served) if k is None else k
+            value = sum(1 for doc in served[:depth] if doc in labels) / depth if depth else 0.0
         else:
             value = _incomplete_measure(metric, ranked, labels, level, top)
         scores[metric.name] = value
@@ -107,8 +109,6 @@ def _incomplete_measure(
 ) -> float:
     """One of the measures for incomplete judgments, defined in `retrieval_pipeline.metrics`."""
     depth = len(ranked) if metric.k is None else metric.k
-    if metric.family == "judged":
-        return sum(1 for doc in ranked[:depth] if doc in labels) / depth if depth else 0.0
     if metric.family == "rprec":
         relevant = {doc for doc, grade in labels.items() if grade >= level}
         found = sum(1 for doc in ranked[: len(relevant)] if doc in relevant)

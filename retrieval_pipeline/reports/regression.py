@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -18,6 +19,7 @@ import pandas as pd
 
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.gate import Miss, misses_of, report_order, window_text
+from retrieval_pipeline.reports import judged
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
 from retrieval_pipeline.text import MISSING, escape_markdown, markdown_table, number
 
@@ -70,6 +72,7 @@ class RegressionReport:
     rows: pd.DataFrame
     headline_metrics: tuple[str, ...] = ()
     misses: list[Miss] = field(default_factory=list)
+    coverage_metric: str | None = None  # the judged@K shown beside the annotation coverage
 
     @property
     def has_data(self) -> bool:
@@ -89,6 +92,20 @@ class RegressionReport:
         if self.rows.empty:
             return 0
         return int(pd.to_numeric(self.rows["baseline_days"]).max())
+
+    def judged_overall(self) -> dict[str, float]:
+        """Each variant's judged share of its top K over every segment (the coverage metric's
+        mean), where the day has one."""
+        if self.coverage_metric is None:
+            return {}
+        shares = judged.judged_shares(self.rows, self.coverage_metric)
+        return {v: share for (s, v), share in sorted(shares.items()) if s == OVERALL_SEGMENT}
+
+    def judged_warnings(self, escape: Callable[[str], str] = str) -> list[str]:
+        """A sentence per segment and variant whose judged share trails another variant's."""
+        if self.coverage_metric is None:
+            return []
+        return judged.segment_gap_warnings(self.rows, self.coverage_metric, escape)
 
     def headline_values(self) -> dict[str, float]:
         """Each headline metric of each variant's overall row: numbers the UI can plot."""
@@ -141,6 +158,11 @@ class RegressionReport:
                 for s, v, n, k in _insufficient(self.rows)
             ],
             "headline": self.headline_values(),
+            "judged": {
+                "metric": self.coverage_metric,
+                "overall": self.judged_overall(),
+                "warnings": self.judged_warnings(),
+            },
             "rows": _records(self.rows),
         }
 
@@ -195,8 +217,24 @@ class RegressionReport:
                 for s, v, n, k in short
             )
             parts.append(f"Not enough annotated traces for a verdict: {names}.")
+        parts += self._judged_markdown()
         parts.append(self.markdown_table())
         return "\n\n".join(parts) + "\n"
+
+    def _judged_markdown(self) -> list[str]:
+        overall = self.judged_overall()
+        if not overall or self.coverage_metric is None:
+            return []
+        shares = ", ".join(f"{escape_markdown(v)} {share:.0%}" for v, share in overall.items())
+        k = self.coverage_metric.partition("@")[2]
+        parts = [
+            f"Judged share of the top {k} ({self.coverage_metric}, mean over annotated traces), "
+            f"every segment: {shares}."
+        ]
+        warnings = self.judged_warnings(escape_markdown)
+        if warnings:
+            parts.append("\n".join(f"- **Warning:** {w}." for w in warnings))
+        return parts
 
 
 def build_report(rows: pd.DataFrame, config: PipelineConfig, day: date) -> RegressionReport:
@@ -211,4 +249,5 @@ def build_report(rows: pd.DataFrame, config: PipelineConfig, day: date) -> Regre
         rows=ordered,
         headline_metrics=config.headline_metrics,
         misses=misses_of(ordered),
+        coverage_metric=config.coverage_metric(),
     )

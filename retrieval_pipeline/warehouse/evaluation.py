@@ -15,12 +15,17 @@ import duckdb
 import pandas as pd
 
 from retrieval_pipeline.metrics import (
+    DEFAULT_GMAX,
     DEFAULT_METRICS,
     Gain,
     Metric,
     check_gain,
+    check_gmax,
     check_relevance_level,
+    coverage_metric,
     parse_metrics,
+    with_coverage,
+    with_residuals,
 )
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
 from retrieval_pipeline.warehouse.corpus import CorpusLoad, load_corpus
@@ -47,6 +52,17 @@ class EvaluationRun:
     labels: LabelCounts
     traces: MetricCounts
     corpus: CorpusLoad  # no documents, nothing rejected without a corpus
+    # the list-level coverage: judged@K of each trace (aligned with per_query, NaN when
+    # unannotated), reported beside the annotation coverage whether or not it was asked for
+    judged_metric: str = ""
+    judged: pd.Series | None = None
+    judged_only: bool = False
+
+    @property
+    def judged_share(self) -> float | None:
+        """Mean judged@K over the annotated traces (None when none is annotated)."""
+        values = self.judged.dropna() if self.judged is not None else None
+        return float(values.mean()) if values is not None and len(values) else None
 
     def means(self) -> dict[str, float | None]:
         """Mean of each metric over annotated traces (None when no trace is annotated)."""
@@ -63,11 +79,16 @@ def run_evaluation(
     corpus: str | Path | None = None,
     gain: str = "exponential",
     relevance_level: float = 1,
+    *,
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
 ) -> EvaluationRun:
-    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table)."""
-    parsed = _metrics(metrics)
+    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table);
+    each rbp@P is reported with its residual; `judged_only` scores condensed lists."""
+    parsed = with_residuals(_metrics(metrics))
     checked_gain = check_gain(gain)
     level = check_relevance_level(relevance_level)
+    top = check_gmax(gmax)
     if isinstance(traces, str | Path):
         traces = [Path(traces)]
     # a temporary database file, not an in-memory one: its memory stays within the limit, where
@@ -76,7 +97,9 @@ def run_evaluation(
         database = Path(folder) / "evaluation.duckdb"
         conn = connect(database, {"memory_limit": memory_limit()}, scratch=True)
         try:
-            return _evaluate_in(conn, traces, parsed, corpus, checked_gain, level)
+            return _evaluate_in(
+                conn, traces, parsed, corpus, checked_gain, level, gmax=top, judged_only=judged_only
+            )
         finally:
             close_scratch(conn)
 
@@ -88,19 +111,42 @@ def _evaluate_in(
     corpus: str | Path | None,
     gain: Gain,
     relevance_level: float,
+    *,
+    gmax: float,
+    judged_only: bool,
 ) -> EvaluationRun:
     # the lists of retrieved ids are not kept: nothing here reads them after ingestion
     ingest = ingest_traces(conn, traces, keep_retrieved_ids=False)
     corpus_load = load_corpus(conn, Path(corpus) if corpus is not None else None)
     start, end = ALL_DATES  # the private database holds just this evaluation
     labels = build_labels(conn, start, end, use_corpus=corpus is not None)
-    counts = compute_query_metrics(conn, metrics, start, end, gain, relevance_level)
-    per_query = query_metrics_wide(conn, metrics, start, end)
+    scored = with_coverage(metrics)
+    counts = compute_query_metrics(
+        conn, scored, start, end, gain, relevance_level, gmax=gmax, judged_only=judged_only
+    )
+    wide = query_metrics_wide(conn, scored, start, end)
+    judged_metric = coverage_metric(metrics).name
+    judged = wide[judged_metric].astype("float64")
+    # the coverage column stays out of the per-trace table unless it was asked for
+    per_query = (
+        wide if judged_metric in {m.name for m in metrics} else wide.drop(columns=[judged_metric])
+    )
     quarantine = conn.execute(
         "select source_file, source_line, trace_id, field, reason, raw_record"
         " from quarantine order by source_file, source_line"
     ).df()
-    return EvaluationRun(metrics, per_query, quarantine, ingest, labels, counts, corpus_load)
+    return EvaluationRun(
+        metrics,
+        per_query,
+        quarantine,
+        ingest,
+        labels,
+        counts,
+        corpus_load,
+        judged_metric=judged_metric,
+        judged=judged,
+        judged_only=judged_only,
+    )
 
 
 def evaluate(
@@ -109,9 +155,15 @@ def evaluate(
     corpus: str | Path | None = None,
     gain: str = "exponential",
     relevance_level: float = 1,
+    *,
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
 ) -> pd.DataFrame:
     """Per-query metrics: one row per valid trace, one column per metric (null: unannotated)."""
-    return run_evaluation(traces, metrics, corpus, gain, relevance_level).per_query
+    run = run_evaluation(
+        traces, metrics, corpus, gain, relevance_level, gmax=gmax, judged_only=judged_only
+    )
+    return run.per_query
 
 
 def _metrics(metrics: str | Sequence[str] | Sequence[Metric]) -> tuple[Metric, ...]:

@@ -212,7 +212,7 @@ def test_condensed_list_by_hand() -> None:
     names = "judged@2,precision@2,rprec,bpref,rbp@0.8,rbp@0.8_residual,err@3,mrr,map,ndcg@3"
     got = scores_of(RETRIEVED, LABELS, names, judged_only=True)
     full = scores_of(RETRIEVED, LABELS, names)
-    assert got["judged@2"] == pytest.approx(2 / 2)
+    assert got["judged@2"] == pytest.approx(1 / 2)  # the list as served: d1, u
     assert got["precision@2"] == pytest.approx(1 / 2)
     assert got["rprec"] == pytest.approx(2 / 3)  # the top R = 3 are d1, d0, d2
     assert got["bpref"] == full["bpref"]  # bpref never sees unjudged documents

@@ -1,10 +1,7 @@
 """The batch SQL's measures for incomplete judgments against the per-trace Python scorer and
 trec_eval (pytrec_eval), per trace, on random traces with grade-0 labels, repeated ids and
-unjudged documents, on full and condensed lists.
-
-The statement is run as `engine.compute_query_metrics` runs it (`replace_partitions` into
-`query_metrics` after ingestion and `build_labels`), with the parameters that function passes
-plus the two it is to pass for these measures: `gmax` and `judged_only`.
+unjudged documents, on full and condensed lists; through the warehouse's own steps (ingestion,
+`build_labels`, `compute_query_metrics`), as `evaluate` and the nightly run them.
 """
 
 from __future__ import annotations
@@ -18,44 +15,45 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval_pipeline import engine
-from retrieval_pipeline.metrics import Metric, parse_metrics, with_residuals
+from retrieval_pipeline.metrics import Gain, Metric, parse_metrics, with_residuals
 from retrieval_pipeline.reference import score_trace
+from retrieval_pipeline.warehouse.connection import close_scratch, connect
+from retrieval_pipeline.warehouse.ingestion import ingest_traces
+from retrieval_pipeline.warehouse.partitions import ALL_DATES
+from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
 from tests.measures.trec_oracle import trec_eval_scores
 
-STATEMENT = "fct_query_metrics_next"
 TS = "2026-11-30T12:00:00Z"
 
 
 def sql_scores(
     records: list[dict[str, object]],
     metrics: Sequence[Metric],
-    gain: str = "exponential",
+    gain: Gain = "exponential",
     relevance_level: float = 1.0,
     gmax: float = 3.0,
     judged_only: bool = False,
 ) -> dict[str, dict[str, float | None]]:
     """trace_id -> metric name -> value (None: unannotated), from the SQL statement."""
     with tempfile.TemporaryDirectory(prefix="measures-") as folder:
-        conn = engine.connect(Path(folder) / "w.duckdb", {"memory_limit": "512MB"}, scratch=True)
+        conn = connect(Path(folder) / "w.duckdb", {"memory_limit": "512MB"}, scratch=True)
         try:
-            engine.ingest_traces(conn, pd.DataFrame(records), keep_retrieved_ids=False)
-            start, end = engine.ALL_DATES
-            engine.build_labels(conn, start, end, use_corpus=False)
-            params = {
-                "start_date": start,
-                "end_date": end,
-                "cutoffs": sorted({m.k for m in metrics if m.k is not None}),
-                "metric_names": [m.name for m in metrics],
-                "relevance_level": float(relevance_level),
-                "exponential_gain": gain == "exponential",
-                "gmax": float(gmax),
-                "judged_only": judged_only,
-            }
-            engine.replace_partitions(conn, "query_metrics", (start, end), STATEMENT, params)
+            ingest_traces(conn, pd.DataFrame(records), keep_retrieved_ids=False)
+            start, end = ALL_DATES
+            build_labels(conn, start, end, use_corpus=False)
+            compute_query_metrics(
+                conn,
+                metrics,
+                start,
+                end,
+                gain,
+                relevance_level,
+                gmax=gmax,
+                judged_only=judged_only,
+            )
             rows = conn.execute("select trace_id, metric, value from query_metrics").fetchall()
         finally:
-            engine.close_scratch(conn)
+            close_scratch(conn)
     out: dict[str, dict[str, float | None]] = {}
     for trace_id, metric, value in rows:
         out.setdefault(trace_id, {})[metric] = value
@@ -163,7 +161,7 @@ mixed_cases = st.lists(
 )
 def test_sql_equals_the_python_scorer(
     cases: list[tuple[list[str], dict[str, float]]],
-    gain: str,
+    gain: Gain,
     relevance_level: int,
     gmax: float,
     judged_only: bool,
@@ -176,7 +174,7 @@ def test_sql_equals_the_python_scorer(
             ranked,
             {doc: float(grade) for doc, grade in labels.items()},
             metrics,
-            gain,  # type: ignore[arg-type]
+            gain,
             relevance_level,
             gmax=gmax,
             judged_only=judged_only,
