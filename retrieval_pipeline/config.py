@@ -8,6 +8,7 @@ and what is allowed there.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -151,6 +152,30 @@ class ComparisonConfig(_Section):
         return day - timedelta(days=self.lookback_days - 1), day
 
 
+class ClickLabelsConfig(_Section):
+    """The optional `click_labels` asset: judgments from the store's click logs, debiased for
+    position (docs/click-labels.md; the defaults are `labels.clicks`', a test holds them equal).
+    The window of a partition day is that day and the `lookback_days - 1` days before it."""
+
+    enabled: bool = Field(default=False, strict=True)
+    lookback_days: int = Field(default=28, ge=1, strict=True)
+    max_rank: int = Field(default=10, ge=2, le=100, strict=True)
+    min_impressions: int = Field(default=20, ge=1, strict=True)
+    clip: float = Field(default=0.1, gt=0, le=1, allow_inf_nan=False, strict=True)
+    cut_points: tuple[float, float, float] = (0.1, 0.25, 0.5)
+
+    @field_validator("cut_points")
+    @classmethod
+    def _increasing(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
+        if not (0 <= value[0] < value[1] < value[2]) or not all(map(math.isfinite, value)):
+            raise ValueError(f"must be three increasing numbers >= 0, got {list(value)}")
+        return value
+
+    def window(self, day: date) -> tuple[date, date]:
+        """The days whose click logs label partition `day`, first and last inclusive."""
+        return day - timedelta(days=self.lookback_days - 1), day
+
+
 class PipelineConfig(_Section):
     """The whole file. Metric names are stored in their canonical spelling (`ndcg@10`)."""
 
@@ -169,6 +194,7 @@ class PipelineConfig(_Section):
     checks: ChecksConfig = Field(default_factory=ChecksConfig)
     baseline: BaselineConfig = Field(default_factory=BaselineConfig)
     comparison: ComparisonConfig = Field(default_factory=ComparisonConfig)
+    click_labels: ClickLabelsConfig = Field(default_factory=ClickLabelsConfig)
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -258,6 +284,7 @@ _SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
     ("checks",): ChecksConfig,
     ("baseline",): BaselineConfig,
     ("comparison",): ComparisonConfig,
+    ("click_labels",): ClickLabelsConfig,
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 

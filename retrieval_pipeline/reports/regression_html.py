@@ -270,6 +270,9 @@ def regression_html(
             )
             headers[report.coverage_metric] = f"judged share of top ({report.coverage_metric})"
             judged_note = _judged_warnings_html(report.judged_warnings())
+        sources = report.label_sources_text()
+        if sources:
+            judged_note += f"<p>{esc(sources)}</p>"
         minimum = f" (minimum {min_coverage:.0%}, dashed)" if min_coverage is not None else ""
         sections.append(
             f"<section><h2>Annotation coverage{esc(minimum)}</h2>"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pandas as pd
 import pytest
 
 from retrieval_pipeline.defs.nightly import assets
@@ -81,7 +82,14 @@ def test_the_nightly_scores_condensed_lists_and_reports_the_judged_share(tmp_pat
     (segments,) = result.asset_materializations_for_node("segment_metrics")
     for variant, mean in means.items():
         assert segments.metadata[f"judged@5 ({variant})"].value == pytest.approx(mean)
+    # each label source's share of the annotated traces, per variant
+    sources = pd.DataFrame(report["label_sources"])
+    annotated = expected[expected["judged@5"].notna()]
+    assert sources.groupby("variant")["annotated_traces"].sum().to_dict() == (
+        annotated.groupby("variant").size().to_dict()
+    )
     markdown = (tmp_path / "reports" / f"regression_report_{DAY}.md").read_text()
+    assert "Label sources of the annotated traces: " in markdown
     assert "Judged share of the top 5 (judged@5, mean over annotated traces), every segment:" in (
         markdown
     )

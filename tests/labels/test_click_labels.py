@@ -60,9 +60,10 @@ def hand_table() -> ClickTable:
 def test_propensities_by_hand() -> None:
     props = estimate_propensities(hand_table())
     # ranks 1 and 2 share a and b: (6/10 + 4/20) / (3/10 + 1/10) = p_1 / p_2
-    assert props.values[2] == pytest.approx((3 / 10 + 1 / 10) / (6 / 10 + 4 / 20))
+    p2 = (3 / 10 + 1 / 10) / (6 / 10 + 4 / 20)
+    assert props.values[2] == pytest.approx(p2)
     # ranks 2 and 3 share c only: p_3 / p_2 = (4/100) / (4/10)
-    assert props.values[3] == pytest.approx(props.values[2] * (4 / 100) / (4 / 10))
+    assert props.values[3] == pytest.approx(p2 * (4 / 100) / (4 / 10))
     assert props.values[1] == 1.0 and props.values[4] is None
     # a, b, x1, x2 (never clicked, they count all the same) at ranks 1 and 2; c at 2 and 3; the
     # others were shown at one rank only

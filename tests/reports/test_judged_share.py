@@ -126,3 +126,21 @@ def test_comparison_reports_show_the_shares_and_warn() -> None:
         "candidate": pytest.approx(0.5),
     }
     assert len(document["judged_warnings"]) == 2  # the segment and all segments
+
+
+def test_label_sources_are_named_with_their_shares() -> None:
+    sources = (("candidate", "clicks", 30), ("candidate", "human", 10), ("control", "a|b", 5))
+    report = build_report(judged_rows(SHARES), PipelineConfig(), DAY, sources)
+    assert report.label_sources_text() == (
+        "Label sources of the annotated traces: candidate: clicks 75% (30), human 25% (10); "
+        "control: a|b 100% (5)."
+    )
+    assert "control: a\\|b 100% (5)." in report.to_markdown()
+    document = json.loads(report.to_json())
+    assert document["label_sources"][0] == {
+        "variant": "candidate",
+        "label_source": "clicks",
+        "annotated_traces": 30,
+        "share": 30 / 40,
+    }
+    assert "Label sources of the annotated traces" in regression_html(report)

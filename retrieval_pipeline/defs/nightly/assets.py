@@ -325,9 +325,8 @@ def regression_report(
     reports: list[RegressionReport] = []
     with warehouse.get_connection() as conn:
         for day in gate.days_between(start, end):
-            reports.append(
-                build_report(nightly.build_regression_rows(conn, config, day), config, day)
-            )
+            rows = nightly.build_regression_rows(conn, config, day)
+            reports.append(build_report(rows, config, day, nightly.label_sources(conn, day)))
             metrics = regression_html.trend_metrics(reports[-1], config)
             day_trend = read_segment_trend(conn, day, metrics)
             regression_html.write_regression_html(reports[-1], day_trend, config, folder)
