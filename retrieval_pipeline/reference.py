@@ -206,12 +206,17 @@ class RetrievalMetricsEvaluator:
         thresholds: Sequence[tuple[str, float]] | Mapping[str, float],
         gain: Gain = "exponential",
         relevance_level: float = 1.0,
+        *,
+        gmax: float = DEFAULT_GMAX,
+        judged_only: bool = False,
     ) -> None:
         pairs = list(thresholds.items()) if isinstance(thresholds, Mapping) else list(thresholds)
         if not pairs:
             raise MetricConfigError(f"no threshold given; {valid_names_hint()}")
         self.gain: Gain = check_gain(gain)
         self.relevance_level = check_relevance_level(relevance_level)
+        self.gmax = check_gmax(gmax)
+        self.judged_only = judged_only
         self.thresholds: dict[Metric, float] = {}
         for name, threshold in pairs:
             metric = parse_metric(name)
@@ -240,6 +245,8 @@ class RetrievalMetricsEvaluator:
             self.metrics,
             self.gain,
             self.relevance_level,
+            gmax=self.gmax,
+            judged_only=self.judged_only,
             judged=record.is_judged,
         )
         if scores is None:

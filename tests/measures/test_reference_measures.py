@@ -284,3 +284,12 @@ def test_rbp_plus_residual_bounds_any_completion(
 def test_metric_objects_for_rbp_compare_by_persistence() -> None:
     assert parse_metric("rbp@0.8") == Metric("rbp", p=0.8)
     assert parse_metric("rbp@0.8") != parse_metric("rbp@0.9")
+
+
+def test_the_evaluator_takes_gmax_and_condensed_lists() -> None:
+    record = {"trace_id": "t", "query_id": "q", "timestamp": "2026-11-30T00:00:00Z",
+              "retrieved_ids": ["u", "a"], "relevance_scores": {"a": 1}}  # fmt: skip
+    full = RetrievalMetricsEvaluator({"err@2": 0.0, "mrr": 0.0}, gmax=1).evaluate(record)
+    assert full.scores == pytest.approx({"err@2": (2**1 - 1) / 2**1 / 2, "mrr": 1 / 2})
+    condensed = RetrievalMetricsEvaluator({"mrr": 0.0}, judged_only=True).evaluate(record)
+    assert condensed.scores == pytest.approx({"mrr": 1 / 1})
