@@ -8,6 +8,7 @@ and what is allowed there.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -27,7 +28,17 @@ from pydantic import (
 )
 
 from retrieval_pipeline import environment
-from retrieval_pipeline.metrics import DEFAULT_METRICS, Metric, parse_metric, parse_metrics
+from retrieval_pipeline.metrics import (
+    DEFAULT_GMAX,
+    DEFAULT_METRICS,
+    RESIDUAL_SUFFIX,
+    Metric,
+    coverage_metric,
+    parse_metric,
+    parse_metrics,
+    with_coverage,
+    with_residuals,
+)
 
 CONFIG_ENV = "RETRIEVAL_PIPELINE_CONFIG"
 
@@ -144,12 +155,40 @@ class ComparisonConfig(_Section):
         return day - timedelta(days=self.lookback_days - 1), day
 
 
+class ClickLabelsConfig(_Section):
+    """The optional `click_labels` asset: judgments from the store's click logs, debiased for
+    position (docs/click-labels.md; the defaults are `labels.clicks`', a test holds them equal).
+    The window of a partition day is that day and the `lookback_days - 1` days before it."""
+
+    enabled: bool = Field(default=False, strict=True)
+    lookback_days: int = Field(default=28, ge=1, strict=True)
+    max_rank: int = Field(default=10, ge=2, le=100, strict=True)
+    min_impressions: int = Field(default=20, ge=1, strict=True)
+    clip: float = Field(default=0.1, gt=0, le=1, allow_inf_nan=False, strict=True)
+    cut_points: tuple[float, float, float] = (0.1, 0.25, 0.5)
+
+    @field_validator("cut_points")
+    @classmethod
+    def _increasing(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
+        if not (0 <= value[0] < value[1] < value[2]) or not all(map(math.isfinite, value)):
+            raise ValueError(f"must be three increasing numbers >= 0, got {list(value)}")
+        return value
+
+    def window(self, day: date) -> tuple[date, date]:
+        """The days whose click logs label partition `day`, first and last inclusive."""
+        return day - timedelta(days=self.lookback_days - 1), day
+
+
 class PipelineConfig(_Section):
     """The whole file. Metric names are stored in their canonical spelling (`ndcg@10`)."""
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
     gain: Literal["exponential", "linear"] = "exponential"
     relevance_level: float = Field(default=1.0, gt=0, strict=True, allow_inf_nan=False)
+    # the top of the grade scale for rbp@P and err@K (metrics.py states both)
+    gmax: float = Field(default=DEFAULT_GMAX, gt=0, allow_inf_nan=False, strict=True)
+    # every metric on the condensed list: unjudged retrieved documents removed before ranking
+    judged_only: bool = Field(default=False, strict=True)
     headline_metrics: tuple[MetricName, ...] = DEFAULT_HEADLINE_METRICS
     thresholds: dict[MetricName, UnitFloat] = Field(
         default_factory=lambda: dict(DEFAULT_THRESHOLDS)
@@ -158,13 +197,15 @@ class PipelineConfig(_Section):
     checks: ChecksConfig = Field(default_factory=ChecksConfig)
     baseline: BaselineConfig = Field(default_factory=BaselineConfig)
     comparison: ComparisonConfig = Field(default_factory=ComparisonConfig)
+    click_labels: ClickLabelsConfig = Field(default_factory=ClickLabelsConfig)
 
     @field_validator("metrics", mode="before")
     @classmethod
     def _parse_metrics(cls, value: object) -> tuple[str, ...]:
         if not isinstance(value, str | list | tuple):
             raise ValueError("must be a list of metric names, e.g. ['ndcg@10', 'mrr']")
-        return tuple(metric.name for metric in parse_metrics(value))
+        # each rbp@P brings its residual, reported beside it (metrics.with_residuals)
+        return tuple(metric.name for metric in with_residuals(parse_metrics(value)))
 
     @model_validator(mode="after")
     def _only_configured_metrics(self) -> PipelineConfig:
@@ -189,13 +230,29 @@ class PipelineConfig(_Section):
                 for name in names
                 if name not in self.metrics
             ]
+            if where != "headline_metrics":
+                problems += [
+                    f"{where}: {name!r} is a bound (the most unjudged documents could add), "
+                    "where higher is not better: it takes no threshold and guards nothing"
+                    for name in names
+                    if name.endswith(RESIDUAL_SUFFIX)
+                ]
         if problems:
             raise ValueError("\n".join(problems))
         return self
 
     def metric_objects(self) -> tuple[Metric, ...]:
-        """The configured metrics as `metrics.Metric` objects, for the engine."""
+        """The configured metrics as `metrics.Metric` objects."""
         return parse_metrics(list(self.metrics))
+
+    def scored_metrics(self) -> tuple[Metric, ...]:
+        """What the nightly run scores: the configured metrics and the list-level coverage
+        (`metrics.coverage_metric`, judged@10 unless a judged@K is configured)."""
+        return with_coverage(self.metric_objects())
+
+    def coverage_metric(self) -> str:
+        """The judged@K reported beside the annotation coverage."""
+        return coverage_metric(self.metric_objects()).name
 
     def threshold(self, segment: str, metric: str) -> float | None:
         """The threshold that applies to `metric` on `segment` (override first), or None."""
@@ -230,6 +287,7 @@ _SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
     ("checks",): ChecksConfig,
     ("baseline",): BaselineConfig,
     ("comparison",): ComparisonConfig,
+    ("click_labels",): ClickLabelsConfig,
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 

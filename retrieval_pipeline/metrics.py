@@ -20,12 +20,53 @@ R = number of relevant labels, and hits@K = relevant documents among the first K
 
 Edge cases: a trace with no labels (or whose labels are all stale) is *unannotated*: no scores.
 A labelled trace with R = 0 scores 0 on every metric (nDCG too when IDCG = 0), as trec_eval does.
+
+Measures for incomplete judgments. Judgments are never complete: a document without a (fresh)
+label is *unjudged*, which the measures above count as non-relevant. A label of grade 0 is a
+judgment (judged non-relevant), not an absence of one.
+
+- judged@K    = judged documents (any grade, 0 included) among the first K of D, / K (ir_measures'
+                `Judged@K`, from OpenNIR). K is the denominator even when fewer than K were
+                retrieved, as in precision@K; ir_measures divides by min(K, |D|) instead, so a
+                short list that is fully judged scores |D| / K here. It describes the list as
+                served, so a condensed list (below) does not change it, as ir_measures' Judged
+                takes no `judged_only`.
+- rprec       = relevant documents among the first R of D, / R (trec_eval `Rprec`; Buckley and
+                Voorhees 2005); R counts the unretrieved relevant labels too, so a list shorter
+                than R cannot reach 1. 0 when R = 0.
+- bpref       = (1 / R) * sum over relevant retrieved documents d of
+                1 - min(n_d, R) / min(N, R), where n_d = judged non-relevant documents (grade
+                below relevance_level) ranked above d and N = judged non-relevant labels, retrieved
+                or not (trec_eval `bpref`, m_bpref.c; Buckley and Voorhees, SIGIR 2004). Unjudged
+                documents are skipped. A term with n_d = 0 is 1, so with N = 0 bpref equals
+                recall over the whole list; 0 when R = 0. No cut-off.
+- rbp@P       = (1 - P) * sum over ranks r of D of gain(D_r) * P^(r - 1), gain = min(grade,
+                gmax) / gmax (0 for unjudged), persistence P in (0, 1) (Moffat and Zobel, TOIS
+                2008). No cut-off: the whole list. Graded: the relevance level is not used.
+- rbp@P_residual = the most the unjudged documents could add to rbp@P, were each of them, and
+                every document beyond the end of D, of gain 1: (1 - P) * sum over unjudged ranks
+                r of P^(r - 1) + P^|D| = 1 - (1 - P) * sum over judged ranks r of P^(r - 1)
+                (Moffat and Zobel 2008, section 4). rbp@P + residual bounds the score from above.
+                1 for an empty list. A companion metric with its own row, so that a per-metric
+                table carries it beside rbp@P (`with_residuals`).
+- err@K       = sum over r <= K of (1 / r) * R(D_r) * prod_{i < r} (1 - R(D_i)), with
+                R(g) = (2^min(g, gmax) - 1) / 2^gmax (0 for unjudged) (Chapelle, Metzler, Zhang and
+                Grinspan, CIKM 2009). Graded; grades above gmax count as gmax, so R < 1. err
+                without a cut-off reads the whole list.
+
+gmax (default 3) is the top of the grade scale, from the configuration.
+
+Condensed lists (`judged_only`; Sakai 2007, trec_eval -J, ir_measures' `judged_only`): every
+measure but judged@K is computed on D with its unjudged documents removed before ranks are taken;
+the labels, and so R, N and the ideal DCG, are unchanged. On a condensed list of n documents
+rbp@P_residual = P^n, and bpref is unchanged (it never sees unjudged documents).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -40,7 +81,16 @@ FAMILIES: dict[str, bool | None] = {
     "recall": True,
     "map": None,
     "hit_rate": True,
+    "judged": True,
+    "rprec": False,
+    "bpref": False,
+    "err": None,
 }
+# Families named by a persistence P in (0, 1) instead of a cut-off: `rbp@0.8`.
+PERSISTENCE_FAMILIES = ("rbp", "rbp_residual")
+RESIDUAL_SUFFIX = "_residual"
+DEFAULT_PERSISTENCE = 0.8  # ir_measures' default for `RBP`
+DEFAULT_GMAX = 3.0
 
 # ir_measures spellings (matched case-insensitively) -> canonical family
 ALIASES: dict[str, str] = {
@@ -58,9 +108,18 @@ ALIASES: dict[str, str] = {
     "map_cut": "map",
     "hit_rate": "hit_rate",
     "success": "hit_rate",
+    "judged": "judged",
+    "rprec": "rprec",
+    "bpref": "bpref",
+    "err": "err",
 }
 
 _NAME = re.compile(r"^\s*([A-Za-z_]+?)\s*(?:[@_]\s*([-+]?\d+))?\s*$")
+# rbp@0.8, rbp@0.8_residual, and ir_measures' RBP and RBP(p=0.8); the number is checked later
+_RBP_NAME = re.compile(
+    r"^\s*rbp\s*(?:@\s*([^_\s]+)|\(\s*p\s*=\s*([^)\s]+)\s*\))?\s*(_residual)?\s*$",
+    re.IGNORECASE,
+)
 
 DEFAULT_METRICS = ("ndcg@10", "mrr", "precision@5", "recall@20", "map")
 
@@ -75,14 +134,20 @@ class MetricConfigError(ValueError):
 
 @dataclass(frozen=True, order=True)
 class Metric:
-    """One metric at one cut-off; `k is None` means the whole ranked list."""
+    """One metric at one cut-off; `k is None` means the whole ranked list. `p` is the persistence
+    of `rbp` and `rbp_residual` (and None for every other family)."""
 
     family: str
     k: int | None = None
+    p: float | None = None
 
     @property
     def name(self) -> str:
-        """Canonical lowercase spelling, also the output column name: `ndcg@10`, `mrr`."""
+        """Canonical lowercase spelling, also the output column name: `ndcg@10`, `mrr`,
+        `rbp@0.8`, `rbp@0.8_residual` (the persistence as Python's shortest repr)."""
+        if self.family in PERSISTENCE_FAMILIES:
+            suffix = RESIDUAL_SUFFIX if self.family == "rbp_residual" else ""
+            return f"rbp@{self.p!r}{suffix}"
         return self.family if self.k is None else f"{self.family}@{self.k}"
 
     def __str__(self) -> str:
@@ -91,13 +156,18 @@ class Metric:
 
 def valid_names_hint() -> str:
     return (
-        "valid metrics: ndcg@K, mrr, mrr@K, precision@K, recall@K, map, map@K, hit_rate@K "
-        "(K a positive integer; aliases nDCG@K, RR, RR@K, P@K, R@K, AP, AP@K, Success@K)"
+        "valid metrics: ndcg@K, mrr, mrr@K, precision@K, recall@K, map, map@K, hit_rate@K, "
+        "judged@K, rprec, bpref, rbp@P, rbp@P_residual, err, err@K "
+        "(K a positive integer, P a persistence in (0, 1); aliases nDCG@K, RR, RR@K, P@K, R@K, "
+        "AP, AP@K, Success@K, Judged@K, Rprec, Bpref, RBP(p=P), ERR@K)"
     )
 
 
 def parse_metric(text: str) -> Metric:
     """Parse one metric name (canonical or ir_measures alias) into a `Metric`."""
+    rbp = _RBP_NAME.match(text)
+    if rbp is not None:
+        return _rbp_metric(text, rbp.group(1) or rbp.group(2), rbp.group(3) is not None)
     match = _NAME.match(text)
     family = ALIASES.get(match.group(1).lower()) if match else None
     if match is None or family is None:
@@ -113,7 +183,35 @@ def parse_metric(text: str) -> Metric:
         )
     if needs_k is True and k is None:
         raise MetricConfigError(f"metric {text!r} needs a cut-off, e.g. {family}@10")
+    if needs_k is False and k is not None:
+        raise MetricConfigError(
+            f"metric {text!r}: {family} takes no cut-off; it reads the whole ranked list"
+        )
     return Metric(family, k)
+
+
+def _rbp_metric(text: str, persistence: str | None, residual: bool) -> Metric:
+    """`rbp@P` (or its residual) from the persistence's text; ir_measures' bare `RBP` is P=0.8."""
+    try:
+        p = DEFAULT_PERSISTENCE if persistence is None else float(persistence)
+    except ValueError:
+        p = math.nan
+    if not 0.0 < p < 1.0:  # also refuses NaN
+        raise MetricConfigError(
+            f"metric {text!r}: the persistence P of rbp@P must be a number in (0, 1), e.g. rbp@0.8"
+        )
+    return Metric("rbp_residual" if residual else "rbp", p=p)
+
+
+def with_residuals(metrics: Iterable[Metric]) -> tuple[Metric, ...]:
+    """The metrics, each `rbp@P` followed by its `rbp@P_residual` (added when missing), so that
+    wherever RBP is reported the most the unjudged documents could add is reported beside it."""
+    out: list[Metric] = []
+    for metric in metrics:
+        out.append(metric)
+        if metric.family == "rbp":
+            out.append(Metric("rbp_residual", p=metric.p))
+    return tuple(dict.fromkeys(out))
 
 
 def parse_metrics(names: str | list[str] | tuple[str, ...]) -> tuple[Metric, ...]:
@@ -129,6 +227,35 @@ def check_gain(gain: str) -> Gain:
     if gain in GAINS:
         return cast(Gain, gain)
     raise MetricConfigError(f"unknown gain {gain!r}; use one of: {', '.join(GAINS)}")
+
+
+# The list-level coverage every report shows beside the annotation coverage: judged@K at the
+# largest configured judged@K, else at this K.
+COVERAGE_K = 10
+
+
+def coverage_metric(metrics: Iterable[Metric]) -> Metric:
+    """The judged@K that measures list-level coverage: the largest configured, else judged@10."""
+    ks = [m.k for m in metrics if m.family == "judged" and m.k is not None]
+    return Metric("judged", max(ks) if ks else COVERAGE_K)
+
+
+def with_coverage(metrics: Iterable[Metric]) -> tuple[Metric, ...]:
+    """The metrics, then the coverage metric (`coverage_metric`) when it is not among them."""
+    listed = tuple(metrics)
+    return tuple(dict.fromkeys((*listed, coverage_metric(listed))))
+
+
+def check_gmax(gmax: float) -> float:
+    """The top of the grade scale for rbp and err: a finite number > 0."""
+    if (
+        not isinstance(gmax, int | float)
+        or isinstance(gmax, bool)
+        or not math.isfinite(gmax)
+        or not gmax > 0
+    ):
+        raise MetricConfigError(f"gmax must be a finite number > 0, got {gmax!r}")
+    return float(gmax)
 
 
 def check_relevance_level(level: float) -> float:

@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 # As `evaluate` reads them (ingest.files: JSONL_SUFFIXES + PARQUET_SUFFIXES, held equal by a
 # test), in any case: `x.ndjson` and `UPPER.JSONL` are trace files too.
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
+CLICK_SUFFIXES = TRACE_SUFFIXES
 CORPUS_SUFFIXES = (".parquet", ".csv")
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
@@ -53,6 +54,16 @@ class TraceStore(Protocol):
         ...
 
 
+@runtime_checkable
+class ClickLogStore(Protocol):
+    """A store that also holds click logs (impression records, docs/click-labels.md), which the
+    optional `click_labels` asset reads; a `TraceStore` need not be one."""
+
+    def click_files(self, day: date) -> list[Path]:
+        """The day's impression files, in name order; [] for a day without click logs."""
+        ...
+
+
 def _has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
     return path.name.lower().endswith(suffixes)
 
@@ -62,7 +73,8 @@ def _unreadable(what: Path, exc: OSError) -> TraceStoreError:
 
 
 class LocalTraceStore:
-    """A folder: `traces/date=YYYY-MM-DD/*.jsonl|*.jsonl.gz|*.parquet`, `corpus/*.parquet|*.csv`.
+    """A folder: `traces/date=YYYY-MM-DD/*.jsonl|*.jsonl.gz|*.parquet`, `corpus/*.parquet|*.csv`,
+    and optionally click logs in `clicks/date=YYYY-MM-DD/` (JSON lines or Parquet).
 
     Nothing outside `root` is ever read: a relative part with `..`, an absolute part, or a symlink
     that resolves outside the root is refused. Hidden files (`.name`) and files with other
@@ -162,6 +174,10 @@ class LocalTraceStore:
         if not folder.is_dir():
             raise MissingDayError(f"no traces for {day.isoformat()} under {folder}")
         return self._listing(folder, TRACE_SUFFIXES)
+
+    def click_files(self, day: date) -> list[Path]:
+        folder = self.path("clicks", f"date={day.isoformat()}")
+        return self._listing(folder, CLICK_SUFFIXES) if folder.is_dir() else []
 
     def corpus_file(self) -> Path | None:
         folder = self.path("corpus")

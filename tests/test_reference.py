@@ -330,7 +330,7 @@ def test_bad_options_refused() -> None:
     with pytest.raises(MetricConfigError, match="relevance level"):
         score_trace(["a"], {"a": 1.0}, ALL_METRICS, relevance_level=0)
     with pytest.raises(MetricConfigError, match="unknown metric"):
-        score_trace(["a"], {"a": 1.0}, [Metric("bpref")])
+        score_trace(["a"], {"a": 1.0}, [Metric("bleu")])
 
 
 # --- property-based, against trec_eval --------------------------------------------------------

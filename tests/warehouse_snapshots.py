@@ -107,7 +107,16 @@ def warehouse_step(
     elif step == "labels":
         steps.build_labels(conn, start, end, use_corpus=True)
     elif step == "query_metrics":
-        steps.compute_query_metrics(conn, config.metric_objects(), start, end, config.gain)
+        steps.compute_query_metrics(
+            conn,
+            config.scored_metrics(),
+            start,
+            end,
+            config.gain,
+            config.relevance_level,
+            gmax=config.gmax,
+            judged_only=config.judged_only,
+        )
     elif step == "segment_metrics":
         nightly.build_segment_metrics(conn, config, start, end)
     elif step == "regression_report":

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -200,8 +200,43 @@ class SegmentCoverage:
 
 
 @dataclass(frozen=True)
+class JudgedShare:
+    """Each arm's judged share of its top K in one segment: the mean of the comparison's
+    `judged_metric` (judged@K) over its annotated traces; None where the arm has none. Shown
+    beside the annotation coverage: an arm whose lists are less judged can score lower only
+    because its unjudged documents count as non-relevant (docs/incomplete-judgments.md)."""
+
+    segment: str
+    control: float | None
+    candidate: float | None
+
+
+def judged_shares(
+    groups: Iterable[tuple[str, str, int, float | None]], control: str, candidate: str
+) -> dict[str, JudgedShare]:
+    """Per segment, and over every segment (`OVERALL_SEGMENT`), each arm's judged share from
+    (segment, variant, annotated traces, their mean judged@K) groups, pooled by trace count."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for segment, variant, n, mean in groups:
+        if variant not in (control, candidate) or n <= 0 or mean is None or math.isnan(mean):
+            continue
+        for key in ((segment, variant), (OVERALL_SEGMENT, variant)):
+            total = sums.setdefault(key, [0.0, 0.0])
+            total[0] += n * mean
+            total[1] += n
+
+    def share(segment: str, variant: str) -> float | None:
+        total = sums.get((segment, variant))
+        return total[0] / total[1] if total else None
+
+    segments = {segment for segment, _ in sums}
+    return {s: JudgedShare(s, share(s, control), share(s, candidate)) for s in sorted(segments)}
+
+
+@dataclass(frozen=True)
 class Comparison:
-    """The whole comparison: cells in segment order (overall last), coverage, flag reasons."""
+    """The whole comparison: cells in segment order (overall last), coverage, flag reasons, and
+    each arm's judged share per segment (`judged`, of `judged_metric`), where known."""
 
     control: str
     candidate: str
@@ -211,6 +246,8 @@ class Comparison:
     cells: tuple[CellResult, ...]
     coverage: tuple[SegmentCoverage, ...]
     reasons: tuple[str, ...]
+    judged_metric: str | None = None
+    judged: tuple[JudgedShare, ...] = ()
 
     @property
     def flagged(self) -> bool:
@@ -253,6 +290,8 @@ class Comparison:
             "metrics": list(self.metrics),
             "segments": list(self.segments),
             "coverage": [asdict(row) for row in self.coverage],
+            "judged_metric": self.judged_metric,
+            "judged": [asdict(row) for row in self.judged],
             "cells": [cell_record(cell) for cell in self.cells],
         }
 
@@ -301,7 +340,8 @@ class ComparisonData:
     `levels[(segment, metric, variant)]`: each arm's summary over its annotated traces;
     `coverage[segment]`: the counts, the overall row under `segments.OVERALL_SEGMENT`;
     `not_a_number[(segment, metric, variant)]`: values that are NaN (a score that could not be
-    computed), left out of everything above; each flags the comparison in words."""
+    computed), left out of everything above; each flags the comparison in words.
+    `judged[segment]`: each arm's judged share of `judged_metric` (`judged_shares`), if known."""
 
     control: str
     candidate: str
@@ -312,6 +352,8 @@ class ComparisonData:
     levels: Mapping[tuple[str, str, str], ArmSummary]
     coverage: Mapping[str, SegmentCoverage]
     not_a_number: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    judged_metric: str | None = None
+    judged: Mapping[str, JudgedShare] = field(default_factory=dict)
 
 
 _NO_PAIRS = PairedDifferences(math.nan, math.nan, np.array([], dtype=float))
@@ -362,6 +404,8 @@ def compare_data(data: ComparisonData, settings: ComparisonSettings | None = Non
         cells=cells,
         coverage=tuple(data.coverage.get(s) or _no_coverage(s) for s in segments),
         reasons=(*not_a_number_reasons(data, segments), *flag_reasons(cells, settings)),
+        judged_metric=data.judged_metric,
+        judged=tuple(data.judged[s] for s in segments if s in data.judged),
     )
 
 

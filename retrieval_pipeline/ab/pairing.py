@@ -9,6 +9,7 @@ summary over its annotated traces, and the coverage counts.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ from retrieval_pipeline.ab.compare import (
     SegmentCoverage,
     check_request,
     compare_data,
+    judged_shares,
 )
 from retrieval_pipeline.ab.stats import ArmSummary, PairedDifferences
 from retrieval_pipeline.metrics import DEFAULT_METRICS, MetricConfigError, parse_metric
@@ -169,3 +171,23 @@ def _coverage(rows: pd.DataFrame, segment: str, control: str, candidate: str) ->
         control_only=len(control_served - candidate_served),
         candidate_only=len(candidate_served - control_served),
     )
+
+
+def with_judged_shares(
+    comparison: Comparison, per_query: pd.DataFrame, judged: pd.Series, metric: str
+) -> Comparison:
+    """`comparison` with each arm's judged share per segment (`ab.compare.judged_shares`), from
+    the per-trace judged@K values `judged` (aligned with `per_query`; NaN when unannotated)."""
+    values = pd.to_numeric(judged.reset_index(drop=True), errors="coerce").astype(float)
+    frame = per_query.reset_index(drop=True)[["segment", "variant"]].astype(str)
+    frame["value"] = values
+    grouped = frame.dropna(subset=["value"]).groupby(["segment", "variant"])["value"]
+    groups = [
+        (str(segment), str(variant), int(count), float(mean))
+        for (segment, variant), count, mean in zip(
+            grouped.count().index, grouped.count(), grouped.mean(), strict=True
+        )
+    ]
+    shares = judged_shares(groups, comparison.control, comparison.candidate)
+    ordered = tuple(shares[s] for s in comparison.segments if s in shares)
+    return replace(comparison, judged_metric=metric if ordered else None, judged=ordered)

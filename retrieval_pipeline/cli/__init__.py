@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from retrieval_pipeline.cli import compare, evaluate, monitor, sample
+from retrieval_pipeline.cli import compare, evaluate, labels_from_clicks, monitor, sample
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,3 +17,4 @@ main.add_command(sample.sample)
 main.add_command(evaluate.evaluate)
 main.add_command(monitor.monitor)
 main.add_command(compare.compare)
+main.add_command(labels_from_clicks.labels_from_clicks)

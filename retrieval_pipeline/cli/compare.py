@@ -13,9 +13,20 @@ from typing import TYPE_CHECKING
 
 import click
 
-from retrieval_pipeline.cli.options import gain_option, metrics_option, relevance_level_option
+from retrieval_pipeline.cli.options import (
+    gain_option,
+    gmax_option,
+    judged_only_option,
+    metrics_option,
+    relevance_level_option,
+)
 from retrieval_pipeline.metrics import DEFAULT_METRICS
-from retrieval_pipeline.segments import ALL_SEGMENTS, parse_threshold, segment_label
+from retrieval_pipeline.segments import (
+    ALL_SEGMENTS,
+    OVERALL_SEGMENT,
+    parse_threshold,
+    segment_label,
+)
 from retrieval_pipeline.text import MISSING, number, printable
 
 if TYPE_CHECKING:
@@ -62,7 +73,27 @@ def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
         lines += [f"  - {_terminal(reason, 400)}" for reason in comparison.reasons]
     else:
         lines.append("Not flagged.")
+    lines += _judged_lines(comparison)
     return "\n".join(lines)
+
+
+def _judged_lines(comparison: Comparison) -> list[str]:
+    """Each arm's judged share over every segment, and the warnings (`reports.judged`)."""
+    from retrieval_pipeline.reports.judged import comparison_warnings
+
+    overall = comparison.judged[-1] if comparison.judged else None
+    if overall is None or overall.segment != OVERALL_SEGMENT:
+        return []
+    shares = (
+        f"{_terminal(name)} {number(share, percent=True)}"
+        for name, share in (
+            (comparison.control, overall.control),
+            (comparison.candidate, overall.candidate),
+        )
+    )
+    lines = [f"Judged share of the top K ({comparison.judged_metric}): {', '.join(shares)}."]
+    lines += [f"  - {_terminal(w, 400)}." for w in comparison_warnings(comparison)]
+    return lines
 
 
 @click.command("compare")
@@ -78,6 +109,8 @@ def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
 )
 @gain_option
 @relevance_level_option
+@judged_only_option
+@gmax_option
 @click.option(
     "--alpha",
     type=float,
@@ -145,6 +178,8 @@ def compare(
     corpus: Path | None,
     gain: str,
     relevance_level: float,
+    judged_only: bool,
+    gmax: float,
     alpha: float,
     guards: tuple[str, ...],
     thresholds: tuple[str, ...],
@@ -157,7 +192,7 @@ def compare(
 ) -> None:
     """Compare variant CANDIDATE with CONTROL on TRACES (files or directories), per segment."""
     from retrieval_pipeline.ab.compare import ComparisonSettings
-    from retrieval_pipeline.ab.pairing import compare_variants
+    from retrieval_pipeline.ab.pairing import compare_variants, with_judged_shares
     from retrieval_pipeline.ingest.files import TraceFileError
     from retrieval_pipeline.metrics import MetricConfigError
     from retrieval_pipeline.reports.comparison import report_format, write_comparison_report
@@ -188,8 +223,14 @@ def compare(
             min_annotated_traces=min_annotated,
             **large,
         )
-        run = run_evaluation(list(traces), metrics, corpus, gain, relevance_level)
+        run = run_evaluation(
+            list(traces), metrics, corpus, gain, relevance_level, gmax=gmax, judged_only=judged_only
+        )
         comparison = compare_variants(run.per_query, control, candidate, settings)
+        if run.judged is not None:
+            comparison = with_judged_shares(
+                comparison, run.per_query, run.judged, run.judged_metric
+            )
     except (MetricConfigError, TraceFileError, ValueError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     if output is not None:

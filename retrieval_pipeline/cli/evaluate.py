@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from retrieval_pipeline.cli.options import gain_option, metrics_option, relevance_level_option
+from retrieval_pipeline.cli.options import (
+    gain_option,
+    gmax_option,
+    judged_only_option,
+    metrics_option,
+    relevance_level_option,
+)
 
 if TYPE_CHECKING:
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
@@ -31,6 +37,8 @@ SHOWN_QUARANTINED = 5
 @metrics_option("ndcg@10,mrr,precision@5,recall@20,map")
 @gain_option
 @relevance_level_option
+@judged_only_option
+@gmax_option
 @click.option(
     "--output",
     type=click.Path(path_type=Path),
@@ -57,6 +65,8 @@ def evaluate(
     metrics: str,
     gain: str,
     relevance_level: float,
+    judged_only: bool,
+    gmax: float,
     output: Path | None,
     quarantine: Path | None,
     fmt: str,
@@ -83,6 +93,8 @@ def evaluate(
             relevance_level,
             quarantine_rows=SHOWN_QUARANTINED,
             quarantine_file=quarantine,
+            gmax=gmax,
+            judged_only=judged_only,
         )
     except (MetricConfigError, TraceFileError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -109,8 +121,25 @@ def summary(run: EvaluationRun) -> dict[str, object]:
         "duplicate_ids_dropped": run.ingest.duplicate_ids_dropped,
         "corpus_documents": run.corpus.documents,
         "corpus_rows_rejected": run.corpus.rejected,
+        "judged_only": run.judged_only,
+        "judged_share": {"metric": run.judged_metric, "mean": run.judged_share},
         "means": run.means(),
     }
+
+
+def _judged_text(run: EvaluationRun) -> str:
+    """The list-level coverage beside the annotation coverage, and how the lists were scored."""
+    k = run.judged_metric.partition("@")[2]
+    share = "-" if run.judged_share is None else f"{run.judged_share:.1%}"
+    lists = (
+        "scored on condensed lists (unjudged documents removed)"
+        if run.judged_only
+        else "unjudged documents count as non-relevant"
+    )
+    return (
+        f"Judged share of the top {k} ({run.judged_metric}, mean over annotated traces): "
+        f"{share}; {lists}."
+    )
 
 
 def summary_text(run: EvaluationRun) -> str:
@@ -122,6 +151,7 @@ def summary_text(run: EvaluationRun) -> str:
         f"Annotated traces: {traces.annotated} of {traces.traces} ({coverage:.1%}); "
         f"{traces.unannotated} unannotated (not scored), {traces.no_relevant} with no relevant "
         "document (scored 0).",
+        _judged_text(run),
         f"Labels: {labels.labels}, of which {labels.stale} stale and dropped "
         f"({labels.traces_with_stale} traces); repeated retrieved ids dropped: "
         f"{ingest.duplicate_ids_dropped}.",

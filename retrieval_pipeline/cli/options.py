@@ -37,3 +37,19 @@ relevance_level_option: Decorator = click.option(
     show_default=True,
     help="Lowest grade that counts as relevant.",
 )
+
+judged_only_option: Decorator = click.option(
+    "--judged-only",
+    is_flag=True,
+    default=False,
+    help="Score condensed lists: retrieved documents without a label are removed before ranks "
+    "are taken (judged@K still describes the list as served).",
+)
+
+gmax_option: Decorator = click.option(
+    "--gmax",
+    type=float,
+    default=3.0,
+    show_default=True,
+    help="Top of the grade scale, for rbp@P (gain min(grade, gmax) / gmax) and err@K.",
+)

@@ -20,7 +20,7 @@ from retrieval_pipeline.config import config_path, load_config
 from retrieval_pipeline.defs import live
 from retrieval_pipeline.defs.ab import assets as ab
 from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
-from retrieval_pipeline.defs.nightly import assets, checks, gate
+from retrieval_pipeline.defs.nightly import assets, checks, click_labels, gate
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
@@ -59,9 +59,10 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
     """The definitions for a configuration file (None: $RETRIEVAL_PIPELINE_CONFIG, else the
     defaults); raises `config.ConfigError` naming the key when the file is invalid."""
     path = config_path(config)
-    load_config(path)  # validate now, not at the first run
+    loaded = load_config(path)  # validate now, not at the first run
+    optional = [click_labels.click_labels] if loaded.click_labels.enabled else []
     return dg.Definitions(
-        assets=[*ASSETS, ab.variant_comparison, live.live_retrieval_metrics],
+        assets=[*ASSETS, ab.variant_comparison, live.live_retrieval_metrics, *optional],
         asset_checks=[*checks.ALL_CHECKS, ab.variant_comparison_flag, live.live_sustained_drop],
         jobs=[nightly_job],
         schedules=[nightly_schedule],

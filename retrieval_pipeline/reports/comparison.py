@@ -23,6 +23,7 @@ from retrieval_pipeline.ab.day import NO_COMPARISON, DayComparison
 from retrieval_pipeline.ab.stats import CONFIDENCE_LEVEL
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.files import write_atomically, write_text_atomically
+from retrieval_pipeline.reports import judged
 from retrieval_pipeline.reports.comparison_charts import (
     arm_colours,
     coverage_chart,
@@ -131,6 +132,9 @@ def _coverage_frame(comparison: Comparison) -> pd.DataFrame:
         traces = frame[f"{arm}_traces"].astype(float)
         annotated = frame[f"{arm}_annotated_traces"].astype(float)
         frame[f"{arm}_annotation_rate"] = (annotated / traces).where(traces > 0)
+    if comparison.judged_metric is not None:
+        for column, values in judged.comparison_judged_columns(comparison).items():
+            frame[column] = pd.Series(values, dtype="float64")
     return frame
 
 
@@ -142,6 +146,14 @@ def _flag_html(comparison: Comparison) -> str:
         )
     items = "".join(f"<li>{esc(reason)}</li>" for reason in comparison.reasons)
     return f'<div class="flag"><strong>Flagged for review.</strong><ul>{items}</ul></div>'
+
+
+def _judged_html(comparison: Comparison) -> str:
+    warnings = judged.comparison_warnings(comparison)
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{esc(text)}.</li>" for text in warnings)
+    return f'<div class="flag"><strong>Judged share:</strong><ul>{items}</ul></div>'
 
 
 def _method_text(comparison: Comparison) -> str:
@@ -181,7 +193,7 @@ def comparison_html(
     )
     coverage = _coverage_frame(comparison)
     sections = [
-        intro + _flag_html(comparison),
+        intro + _flag_html(comparison) + _judged_html(comparison),
         "<section><h2>Per segment and metric</h2>" + _cells_table(comparison) + "</section>",
         "<section><h2>Means per segment</h2>"
         + chart_html(
@@ -226,43 +238,51 @@ def comparison_markdown(comparison: Comparison, note: str | None = None) -> str:
         lines += [f"- {escape_markdown(reason)}" for reason in comparison.reasons]
     else:
         lines.append("Not flagged.")
+    warnings = judged.comparison_warnings(comparison, escape_markdown)
+    if warnings:
+        lines += ["", "**Judged share:**"] + [f"- {warning}." for warning in warnings]
     lines += ["", "## Per segment and metric", ""]
     rows = _cell_rows(comparison)
     lines.append(
         markdown_table(list(_CELL_HEADERS.values()), [[r[k] for k in _CELL_HEADERS] for r in rows])
     )
     lines += ["", "## Coverage (queries)", ""]
-    lines.append(
-        markdown_table(
-            [
-                "segment",
-                "paired",
-                "both served, not paired",
-                "control only",
-                "candidate only",
-                "control traces (annotated)",
-                "candidate traces (annotated)",
-            ],
-            [
-                [
-                    segment_label(c.segment),
-                    c.paired,
-                    c.shared_unpaired,
-                    c.control_only,
-                    c.candidate_only,
-                    f"{c.control_traces} ({c.control_annotated_traces})",
-                    f"{c.candidate_traces} ({c.candidate_annotated_traces})",
-                ]
-                for c in comparison.coverage
-            ],
-        )
-    )
+    header = [
+        "segment",
+        "paired",
+        "both served, not paired",
+        "control only",
+        "candidate only",
+        "control traces (annotated)",
+        "candidate traces (annotated)",
+    ]
+    coverage_rows: list[list[object]] = [
+        [
+            segment_label(c.segment),
+            c.paired,
+            c.shared_unpaired,
+            c.control_only,
+            c.candidate_only,
+            f"{c.control_traces} ({c.control_annotated_traces})",
+            f"{c.candidate_traces} ({c.candidate_annotated_traces})",
+        ]
+        for c in comparison.coverage
+    ]
+    if comparison.judged_metric is not None:
+        header += [f"control {comparison.judged_metric}", f"candidate {comparison.judged_metric}"]
+        shares = judged.comparison_judged_columns(comparison)
+        for row, control, candidate in zip(
+            coverage_rows, shares["control_judged"], shares["candidate_judged"], strict=True
+        ):
+            row += [number(control), number(candidate)]
+    lines.append(markdown_table(header, coverage_rows))
     return "\n".join(lines) + "\n"
 
 
 def comparison_json(comparison: Comparison) -> str:
     """The comparison as JSON (strings as they are in the data; undefined numbers null)."""
-    return json.dumps(comparison.to_dict(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    document = comparison.to_dict() | {"judged_warnings": judged.comparison_warnings(comparison)}
+    return json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 def report_format(path: Path) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -18,6 +19,7 @@ import pandas as pd
 
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.gate import Miss, misses_of, report_order, window_text
+from retrieval_pipeline.reports import judged
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
 from retrieval_pipeline.text import MISSING, escape_markdown, markdown_table, number
 
@@ -70,6 +72,9 @@ class RegressionReport:
     rows: pd.DataFrame
     headline_metrics: tuple[str, ...] = ()
     misses: list[Miss] = field(default_factory=list)
+    coverage_metric: str | None = None  # the judged@K shown beside the annotation coverage
+    # (variant, label source, annotated traces): where the day's labels came from
+    label_sources: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def has_data(self) -> bool:
@@ -89,6 +94,20 @@ class RegressionReport:
         if self.rows.empty:
             return 0
         return int(pd.to_numeric(self.rows["baseline_days"]).max())
+
+    def judged_overall(self) -> dict[str, float]:
+        """Each variant's judged share of its top K over every segment (the coverage metric's
+        mean), where the day has one."""
+        if self.coverage_metric is None:
+            return {}
+        shares = judged.judged_shares(self.rows, self.coverage_metric)
+        return {v: share for (s, v), share in sorted(shares.items()) if s == OVERALL_SEGMENT}
+
+    def judged_warnings(self, escape: Callable[[str], str] = str) -> list[str]:
+        """A sentence per segment and variant whose judged share trails another variant's."""
+        if self.coverage_metric is None:
+            return []
+        return judged.segment_gap_warnings(self.rows, self.coverage_metric, escape)
 
     def headline_values(self) -> dict[str, float]:
         """Each headline metric of each variant's overall row: numbers the UI can plot."""
@@ -141,6 +160,15 @@ class RegressionReport:
                 for s, v, n, k in _insufficient(self.rows)
             ],
             "headline": self.headline_values(),
+            "label_sources": [
+                {"variant": v, "label_source": s, "annotated_traces": n, "share": share}
+                for v, s, n, share in self._source_shares()
+            ],
+            "judged": {
+                "metric": self.coverage_metric,
+                "overall": self.judged_overall(),
+                "warnings": self.judged_warnings(),
+            },
             "rows": _records(self.rows),
         }
 
@@ -195,12 +223,59 @@ class RegressionReport:
                 for s, v, n, k in short
             )
             parts.append(f"Not enough annotated traces for a verdict: {names}.")
+        parts += self._judged_markdown()
         parts.append(self.markdown_table())
         return "\n\n".join(parts) + "\n"
 
+    def _source_shares(self) -> list[tuple[str, str, int, float]]:
+        totals: dict[str, int] = {}
+        for variant, _, n in self.label_sources:
+            totals[variant] = totals.get(variant, 0) + n
+        return [(v, s, n, n / totals[v]) for v, s, n in self.label_sources if totals[v]]
 
-def build_report(rows: pd.DataFrame, config: PipelineConfig, day: date) -> RegressionReport:
-    """The report for `day` from its `regression_report` rows (`sql/rpt_regression.sql`)."""
+    def label_sources_text(self, escape: Callable[[str], str] = str) -> str | None:
+        """Each label source's share of the annotated traces, per variant, in words."""
+        shares = self._source_shares()
+        if not shares:
+            return None
+        per_variant: dict[str, list[str]] = {}
+        for variant, source, n, share in shares:
+            per_variant.setdefault(variant, []).append(f"{escape(source)} {share:.0%} ({n})")
+        return (
+            "Label sources of the annotated traces: "
+            + "; ".join(
+                f"{escape(variant)}: {', '.join(parts)}" for variant, parts in per_variant.items()
+            )
+            + "."
+        )
+
+    def _judged_markdown(self) -> list[str]:
+        sources = self.label_sources_text(escape_markdown)
+        overall = self.judged_overall()
+        if not overall or self.coverage_metric is None:
+            return [sources] if sources else []
+        shares = ", ".join(f"{escape_markdown(v)} {share:.0%}" for v, share in overall.items())
+        k = self.coverage_metric.partition("@")[2]
+        parts = [
+            f"Judged share of the top {k} ({self.coverage_metric}, mean over annotated traces), "
+            f"every segment: {shares}."
+        ]
+        if sources:
+            parts.append(sources)
+        warnings = self.judged_warnings(escape_markdown)
+        if warnings:
+            parts.append("\n".join(f"- **Warning:** {w}." for w in warnings))
+        return parts
+
+
+def build_report(
+    rows: pd.DataFrame,
+    config: PipelineConfig,
+    day: date,
+    label_sources: tuple[tuple[str, str, int], ...] = (),
+) -> RegressionReport:
+    """The report for `day` from its `regression_report` rows (`sql/rpt_regression.sql`) and,
+    where given, its label sources (`warehouse.nightly.label_sources`)."""
     ordered = report_order(rows)
     start, end = config.baseline.window(day)
     return RegressionReport(
@@ -211,4 +286,6 @@ def build_report(rows: pd.DataFrame, config: PipelineConfig, day: date) -> Regre
         rows=ordered,
         headline_metrics=config.headline_metrics,
         misses=misses_of(ordered),
+        coverage_metric=config.coverage_metric(),
+        label_sources=label_sources,
     )

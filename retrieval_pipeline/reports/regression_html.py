@@ -20,6 +20,7 @@ from retrieval_pipeline.ab.compare import config_thresholds
 from retrieval_pipeline.ab.stats import CONFIDENCE_LEVEL
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.files import write_text_atomically
+from retrieval_pipeline.reports import judged
 from retrieval_pipeline.reports.charts import (
     SHARE_TICKS,
     bar_panels,
@@ -162,6 +163,14 @@ def _misses_html(rows: pd.DataFrame, words: Sequence[str]) -> str:
     return f'<div class="flag">{heading}<ul>{items}</ul></div>{note}'
 
 
+def _judged_warnings_html(warnings: Sequence[str]) -> str:
+    """The judged-share warnings (`reports.judged`) as a flagged list; nothing without any."""
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{esc(text)}.</li>" for text in warnings)
+    return f'<div class="flag"><strong>Judged share:</strong><ul>{items}</ul></div>'
+
+
 def _regression_table(rows: pd.DataFrame) -> pd.DataFrame:
     def interval(record: Mapping[str, Any]) -> str:
         low, high = _float(record.get("ci_low")), _float(record.get("ci_high"))
@@ -248,16 +257,33 @@ def regression_html(
         )
     if report.has_data:
         coverage = _coverage_rows(rows)
+        headers = {"annotated_traces": "annotated traces"}
+        judged_note = ""
+        if report.coverage_metric is not None:
+            shares = judged.judged_shares(rows, report.coverage_metric)
+            coverage[report.coverage_metric] = pd.Series(
+                [
+                    shares.get((str(r["segment"]), str(r["variant"])))
+                    for r in coverage.to_dict(orient="records")
+                ],
+                dtype="float64",
+            )
+            headers[report.coverage_metric] = f"judged share of top ({report.coverage_metric})"
+            judged_note = _judged_warnings_html(report.judged_warnings())
+        sources = report.label_sources_text()
+        if sources:
+            judged_note += f"<p>{esc(sources)}</p>"
         minimum = f" (minimum {min_coverage:.0%}, dashed)" if min_coverage is not None else ""
         sections.append(
             f"<section><h2>Annotation coverage{esc(minimum)}</h2>"
+            + judged_note
             + chart_html(
                 regression_coverage_chart(rows, min_coverage),
                 "annotation coverage per segment and variant",
             )
             + render_table(
                 coverage.assign(segment=[segment_label(str(s)) for s in coverage["segment"]]),
-                headers={"annotated_traces": "annotated traces"},
+                headers=headers,
             )
             + "</section>"
         )

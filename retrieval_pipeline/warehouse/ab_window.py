@@ -13,7 +13,7 @@ from typing import NamedTuple
 import duckdb
 import numpy as np
 
-from retrieval_pipeline.ab.compare import ComparisonData, SegmentCoverage
+from retrieval_pipeline.ab.compare import ComparisonData, SegmentCoverage, judged_shares
 from retrieval_pipeline.ab.day import WindowData, arms_present
 from retrieval_pipeline.ab.pairing import choose_metrics, metric_order
 from retrieval_pipeline.ab.stats import ArmSummary, PairedDifferences
@@ -104,6 +104,13 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
         str(row[0]): SegmentCoverage(str(row[0]), *(int(value) for value in row[1:]))
         for row in conn.execute(load_sql("rpt_comparison_coverage"), coverage_params).fetchall()
     }
+    # each arm's judged share of its top K, from the coverage metric's rows (not compared)
+    judged_metric = config.coverage_metric()
+    judged = judged_shares(
+        ((g.segment, g.variant, g.n, g.mean) for g in groups if g.metric == judged_metric),
+        section.control,
+        section.candidate,
+    )
     data = ComparisonData(
         control=section.control,
         candidate=section.candidate,
@@ -114,5 +121,7 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
         levels=levels,
         coverage=coverage,
         not_a_number=not_a_number,
+        judged_metric=judged_metric if judged else None,
+        judged=judged,
     )
     return WindowData(days, variants, data)

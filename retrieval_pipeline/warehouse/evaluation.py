@@ -15,12 +15,17 @@ import duckdb
 import pandas as pd
 
 from retrieval_pipeline.metrics import (
+    DEFAULT_GMAX,
     DEFAULT_METRICS,
     Gain,
     Metric,
     check_gain,
+    check_gmax,
     check_relevance_level,
+    coverage_metric,
     parse_metrics,
+    with_coverage,
+    with_residuals,
 )
 from retrieval_pipeline.reports.per_query import write_batches
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
@@ -50,6 +55,17 @@ class EvaluationRun:
     labels: LabelCounts
     traces: MetricCounts
     corpus: CorpusLoad  # no documents, nothing rejected without a corpus
+    # the list-level coverage: judged@K of each trace (aligned with per_query, NaN when
+    # unannotated), reported beside the annotation coverage whether or not it was asked for
+    judged_metric: str = ""
+    judged: pd.Series | None = None
+    judged_only: bool = False
+
+    @property
+    def judged_share(self) -> float | None:
+        """Mean judged@K over the annotated traces (None when none is annotated)."""
+        values = self.judged.dropna() if self.judged is not None else None
+        return float(values.mean()) if values is not None and len(values) else None
 
     def means(self) -> dict[str, float | None]:
         """Mean of each metric over annotated traces (None when no trace is annotated)."""
@@ -68,15 +84,20 @@ def run_evaluation(
     relevance_level: float = 1,
     quarantine_rows: int | None = None,
     quarantine_file: Path | None = None,
+    *,
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
 ) -> EvaluationRun:
-    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table).
+    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table);
+    each rbp@P is reported with its residual; `judged_only` scores condensed lists.
 
     Quarantined records are kept in `EvaluationRun.quarantine` all (`quarantine_rows` None) or the
     first `quarantine_rows`, and written to `quarantine_file` (Parquet, CSV or JSON lines) a
     batch at a time: ten million bad lines are not held in memory at once."""
-    parsed = _metrics(metrics)
+    parsed = with_residuals(_metrics(metrics))
     checked_gain = check_gain(gain)
     level = check_relevance_level(relevance_level)
+    top = check_gmax(gmax)
     if isinstance(traces, str | Path):
         traces = [Path(traces)]
     # a temporary database file, not an in-memory one: its memory stays within the limit, where
@@ -85,7 +106,17 @@ def run_evaluation(
         database = Path(folder) / "evaluation.duckdb"
         conn = connect(database, {"memory_limit": memory_limit()}, scratch=True)
         try:
-            run = _evaluate_in(conn, traces, parsed, corpus, checked_gain, level, quarantine_rows)
+            run = _evaluate_in(
+                conn,
+                traces,
+                parsed,
+                corpus,
+                checked_gain,
+                level,
+                quarantine_rows,
+                gmax=top,
+                judged_only=judged_only,
+            )
             if quarantine_file is not None:
                 every = {"max_rows": _EVERY_ROW}
                 reader = conn.sql(load_sql("rpt_quarantined_records"), params=every)
@@ -103,17 +134,40 @@ def _evaluate_in(
     gain: Gain,
     relevance_level: float,
     quarantine_rows: int | None = None,
+    *,
+    gmax: float,
+    judged_only: bool,
 ) -> EvaluationRun:
     # the lists of retrieved ids are not kept: nothing here reads them after ingestion
     ingest = ingest_traces(conn, traces, keep_retrieved_ids=False)
     corpus_load = load_corpus(conn, Path(corpus) if corpus is not None else None)
     start, end = ALL_DATES  # the private database holds just this evaluation
     labels = build_labels(conn, start, end, use_corpus=corpus is not None)
-    counts = compute_query_metrics(conn, metrics, start, end, gain, relevance_level)
-    per_query = query_metrics_wide(conn, metrics, start, end)
+    scored = with_coverage(metrics)
+    counts = compute_query_metrics(
+        conn, scored, start, end, gain, relevance_level, gmax=gmax, judged_only=judged_only
+    )
+    wide = query_metrics_wide(conn, scored, start, end)
+    judged_metric = coverage_metric(metrics).name
+    judged = wide[judged_metric].astype("float64")
+    # the coverage column stays out of the per-trace table unless it was asked for
+    per_query = (
+        wide if judged_metric in {m.name for m in metrics} else wide.drop(columns=[judged_metric])
+    )
     shown = {"max_rows": _EVERY_ROW if quarantine_rows is None else quarantine_rows}
     quarantine = conn.execute(load_sql("rpt_quarantined_records"), shown).df()
-    return EvaluationRun(metrics, per_query, quarantine, ingest, labels, counts, corpus_load)
+    return EvaluationRun(
+        metrics,
+        per_query,
+        quarantine,
+        ingest,
+        labels,
+        counts,
+        corpus_load,
+        judged_metric=judged_metric,
+        judged=judged,
+        judged_only=judged_only,
+    )
 
 
 # Quarantined records are written to a file this many at a time; "every row" as a row limit.
@@ -127,9 +181,15 @@ def evaluate(
     corpus: str | Path | None = None,
     gain: str = "exponential",
     relevance_level: float = 1,
+    *,
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
 ) -> pd.DataFrame:
     """Per-query metrics: one row per valid trace, one column per metric (null: unannotated)."""
-    return run_evaluation(traces, metrics, corpus, gain, relevance_level).per_query
+    run = run_evaluation(
+        traces, metrics, corpus, gain, relevance_level, gmax=gmax, judged_only=judged_only
+    )
+    return run.per_query
 
 
 def _metrics(metrics: str | Sequence[str] | Sequence[Metric]) -> tuple[Metric, ...]:

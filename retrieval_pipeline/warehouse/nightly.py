@@ -126,6 +126,12 @@ def read_regression_rows(conn: duckdb.DuckDBPyConnection, start: date, end: date
     return _read(conn, "regression_report", start, end)
 
 
+def label_sources(conn: duckdb.DuckDBPyConnection, day: date) -> tuple[tuple[str, str, int], ...]:
+    """(variant, label source, annotated traces) of partition `day` (sql/agg_label_sources.sql)."""
+    rows = conn.execute(load_sql("agg_label_sources"), {"day": day}).fetchall()
+    return tuple((str(variant), str(source), int(n)) for variant, source, n in rows)
+
+
 def quality_counts(conn: duckdb.DuckDBPyConnection, start: date, end: date) -> QualityCounts:
     """Records read and quarantined, labels and stale labels for partitions start..end."""
     frame = conn.execute(

@@ -14,7 +14,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from retrieval_pipeline.metrics import Gain, Metric, check_gain, check_relevance_level
+from retrieval_pipeline.metrics import (
+    DEFAULT_GMAX,
+    Gain,
+    Metric,
+    check_gain,
+    check_gmax,
+    check_relevance_level,
+)
 from retrieval_pipeline.warehouse.connection import strings_compressed
 from retrieval_pipeline.warehouse.partitions import replace_partitions
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -65,8 +72,12 @@ def compute_query_metrics(
     end: date,
     gain: Gain = "exponential",
     relevance_level: float = 1.0,
+    *,
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
 ) -> MetricCounts:
-    """Rebuild `query_metrics` (long: one row per trace and metric) for start..end inclusive."""
+    """Rebuild `query_metrics` (long: one row per trace and metric) for start..end inclusive;
+    `gmax` is the top grade of rbp@P and err@K, `judged_only` scores condensed lists."""
     params = {
         "start_date": start,
         "end_date": end,
@@ -74,6 +85,8 @@ def compute_query_metrics(
         "metric_names": [m.name for m in metrics],
         "relevance_level": check_relevance_level(relevance_level),
         "exponential_gain": check_gain(gain) == "exponential",
+        "gmax": check_gmax(gmax),
+        "judged_only": bool(judged_only),
     }
     with strings_compressed(conn):
         replace_partitions(conn, "query_metrics", (start, end), "fct_query_metrics", params)

@@ -331,7 +331,12 @@ def test_three_runs_at_once_all_succeed_and_equal_sequential_runs(
             for step in WAREHOUSE_STEPS:
                 warehouse_step(conn, store, step, run_days)
         expected_reports = {
-            day: build_report(nightly.read_regression_rows(conn, day, day), config, day)
+            day: build_report(
+                nightly.read_regression_rows(conn, day, day),
+                config,
+                day,
+                nightly.label_sources(conn, day),
+            )
             for day in days
         }
     finally:

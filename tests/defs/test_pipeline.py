@@ -381,17 +381,19 @@ def test_report_metadata_has_a_table_and_headline_numbers(nightly: Setup) -> Non
 
 def test_segment_numbers_equal_evaluate_on_the_same_traces(nightly: Setup) -> None:
     store = LocalTraceStore(nightly.store)
-    per_query = run_evaluation(
-        store.trace_files(END), CONFIG.metrics, corpus=store.corpus_file()
-    ).per_query
+    run = run_evaluation(store.trace_files(END), CONFIG.metrics, corpus=store.corpus_file())
+    # the list-level coverage (judged@10) is scored beside the configured metrics
+    coverage = CONFIG.coverage_metric()
+    per_query = run.per_query.assign(**{coverage: run.judged})
     overall = per_query.assign(segment=OVERALL_SEGMENT)
     expected = pd.concat([per_query, overall])
     stored = nightly.query(
         "select * from segment_metrics where partition_date = $day", {"day": END}
     ).set_index(["segment", "variant", "metric"])
-    assert len(stored) == expected.groupby(["segment", "variant"]).ngroups * len(CONFIG.metrics)
+    scored = [*CONFIG.metrics, coverage]
+    assert len(stored) == expected.groupby(["segment", "variant"]).ngroups * len(scored)
     for (segment, variant), group in expected.groupby(["segment", "variant"]):
-        for metric in CONFIG.metrics:
+        for metric in scored:
             values = group[metric].dropna()
             row = stored.loc[(segment, variant, metric)]
             assert row["traces"] == len(group)

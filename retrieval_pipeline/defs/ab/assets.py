@@ -30,6 +30,7 @@ from retrieval_pipeline.defs.nightly.assets import query_metrics, segment_metric
 from retrieval_pipeline.defs.partitions import partition_days
 from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
 from retrieval_pipeline.gate import days_between
+from retrieval_pipeline.reports import judged
 from retrieval_pipeline.reports.comparison import (
     cells_markdown,
     reasons_markdown,
@@ -64,7 +65,15 @@ def _day_metadata(
         "control_traces": overall.control_traces,
         "candidate_traces": overall.candidate_traces,
         "cells": dg.MetadataValue.md(cells_markdown(result.comparison)),
+        "judged_share_warnings": "\n".join(judged.comparison_warnings(result.comparison)) or "none",
     }
+    comparison = result.comparison
+    if comparison.judged and comparison.judged[-1].segment == OVERALL_SEGMENT:
+        shares = comparison.judged[-1]
+        for arm, share in (("control", shares.control), ("candidate", shares.candidate)):
+            metadata[f"{comparison.judged_metric} ({arm})"] = (
+                float("nan") if share is None else share
+            )
     for metric in config.headline_metrics:
         if metric not in result.comparison.metrics:
             continue

@@ -25,8 +25,9 @@ from retrieval_pipeline.defs.resources import (
 )
 from retrieval_pipeline.files import write_atomically
 from retrieval_pipeline.ingest.files import TraceFileError
-from retrieval_pipeline.reports import regression_html
+from retrieval_pipeline.reports import judged, regression_html
 from retrieval_pipeline.reports.regression import RegressionReport, build_report
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.store import TraceStoreError
 from retrieval_pipeline.text import markdown_table
 from retrieval_pipeline.warehouse import nightly
@@ -233,19 +234,30 @@ def query_metrics(
     settings: PipelineSettingsResource,
 ) -> dg.MaterializeResult:
     """Every configured metric at every configured K for each trace (sql/fct_query_metrics.sql),
-    long form: one row per trace and metric, null for unannotated traces."""
+    and the judged share of its top K (the list-level coverage), long form: one row per trace and
+    metric, null for unannotated traces; on condensed lists with `judged_only`."""
     start, end = partition_days(context)
     config = settings.load()
+    metrics = config.scored_metrics()
     with warehouse.get_connection() as conn:
         # a day at a time, so that a backfill's memory is one day's whatever its length
         counts = MetricCounts.total(
             compute_query_metrics(
-                conn, config.metric_objects(), day, day, config.gain, config.relevance_level
+                conn,
+                metrics,
+                day,
+                day,
+                config.gain,
+                config.relevance_level,
+                gmax=config.gmax,
+                judged_only=config.judged_only,
             )
             for day in gate.days_between(start, end)
         )
+    names = ", ".join(m.name for m in metrics)
+    lists = " (condensed lists: unjudged documents removed)" if config.judged_only else ""
     summary = (
-        f"{counts.traces} traces scored on {', '.join(config.metrics)}: {counts.annotated} "
+        f"{counts.traces} traces scored on {names}{lists}: {counts.annotated} "
         f"annotated, {counts.unannotated} unannotated, {counts.no_relevant} with no relevant label"
     )
     return dg.MaterializeResult(
@@ -257,7 +269,8 @@ def query_metrics(
             "unannotated_traces": counts.unannotated,
             "no_relevant_traces": counts.no_relevant,
             "coverage": counts.annotated / counts.traces if counts.traces else float("nan"),
-            "metrics": ", ".join(config.metrics),
+            "metrics": names,
+            "judged_only": config.judged_only,
         }
     )
 
@@ -283,6 +296,9 @@ def segment_metrics(
         if len(rows)
         else "no data: no traces in these partitions"
     )
+    coverage_metric = config.coverage_metric()
+    last_day = rows[rows["partition_date"] == rows["partition_date"].max()] if len(rows) else rows
+    judged_words = judged.segment_gap_warnings(last_day, coverage_metric)
     return dg.MaterializeResult(
         metadata={
             **range_metadata(start, end),
@@ -290,6 +306,15 @@ def segment_metrics(
             "rows": len(rows),
             "misses": len(misses),
             "misses_in_words": "\n".join(m.words(with_day=start != end) for m in misses) or "none",
+            # the list-level coverage beside the annotation coverage, per variant overall
+            **{
+                f"{coverage_metric} ({variant})": share
+                for (segment, variant), share in sorted(
+                    judged.judged_shares(last_day, coverage_metric).items()
+                )
+                if segment == OVERALL_SEGMENT
+            },
+            "judged_share_warnings": "\n".join(judged_words) or "none",
         }
     )
 
@@ -309,9 +334,8 @@ def regression_report(
     reports: list[RegressionReport] = []
     with warehouse.get_connection() as conn:
         for day in gate.days_between(start, end):
-            reports.append(
-                build_report(nightly.build_regression_rows(conn, config, day), config, day)
-            )
+            rows = nightly.build_regression_rows(conn, config, day)
+            reports.append(build_report(rows, config, day, nightly.label_sources(conn, day)))
             metrics = regression_html.trend_metrics(reports[-1], config)
             day_trend = read_segment_trend(conn, day, metrics)
             regression_html.write_regression_html(reports[-1], day_trend, config, folder)
