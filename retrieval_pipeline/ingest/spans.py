@@ -249,6 +249,10 @@ class SpanConverter:
             with contextlib.suppress(SpanError):  # its own record is quarantined when read
                 self._remember(span, self._retriever_fields(span))
 
+    def knows_trace(self, trace_id: str) -> bool:
+        """Whether a RETRIEVER span of this trace is remembered."""
+        return trace_id in self._recent
+
     def _stage(self, span: SpanView) -> str | None:
         kind = span.attributes.get(SPAN_KIND_ATTRIBUTE)
         kind = kind.upper() if isinstance(kind, str) else kind
