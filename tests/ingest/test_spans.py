@@ -429,3 +429,16 @@ def test_detection_by_content(tmp_path: Path) -> None:
     assert sniff_file(write_lines(tmp_path / "big.json", [big]))
     assert not sniff_file(records)
     assert not sniff_file(write_lines(tmp_path / "empty.jsonl", []))
+
+
+def test_an_empty_genai_list_is_an_empty_result(tmp_path: Path) -> None:
+    record = make_records(1, seed=14)[0] | {"retrieved_ids": []}
+    empty_list = genai_retriever(record, "aa" * 16, random.Random(0), as_json_text=False)
+    empty_text = genai_retriever(
+        record | {"trace_id": "bb" * 8}, "aa" * 16, random.Random(0), as_json_text=True
+    )
+    rows, counts = converted(
+        write_lines(tmp_path / "e.jsonl", [export_line([[empty_list, empty_text]])])
+    )
+    assert [json.loads(r.record or "")["retrieved_ids"] for r in rows] == [[], []]
+    assert counts == SpanCounts(read=2, converted=2, records=2)
