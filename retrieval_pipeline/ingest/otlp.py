@@ -96,7 +96,8 @@ def read_lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, byte
             raise SpanFileError(f"{path}: not a gzip file (the name ends in .gz)")
         handle.seek(0)
         stream = GzipStream() if gzipped else None
-        pending, number, size = b"", 0, 0
+        parts: list[bytes] = []  # the line being read, joined once it ends (lines can be long)
+        number, size = 0, 0
         while True:
             try:
                 block = handle.read(_READ_BYTES if limit is None else min(_READ_BYTES, limit))
@@ -105,19 +106,20 @@ def read_lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, byte
             if not block:
                 break
             for chunk in stream.inflate(block) if stream is not None else (block,):
-                lines = (pending + chunk).split(b"\n")
-                pending = lines.pop()
-                for line in lines:
-                    number += 1
-                    if number == 1:
-                        line = line.removeprefix(_BOM)
-                    line = line.removesuffix(b"\r")
+                start = 0
+                while (end := chunk.find(b"\n", start)) >= 0:
+                    parts.append(chunk[start:end])
+                    number, start = number + 1, end + 1
+                    line = _clean(b"".join(parts), number)
+                    parts = []
                     if line.strip():
                         yield number, line, None
+                parts.append(chunk[start:])
                 size += len(chunk)
                 if limit is not None and size >= limit:
-                    if pending.strip():
-                        yield number + 1, pending, "limit"
+                    rest = _clean(b"".join(parts), number + 1)
+                    if rest.strip():
+                        yield number + 1, rest, "limit"
                     return
             if stream is not None and stream.error is not None:
                 break
@@ -126,14 +128,16 @@ def read_lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, byte
             error = f"{stream.error}; this line was cut off"
         elif stream is not None and size and not stream.ended:
             error = _TRUNCATED
-        number += 1
-        if number == 1:
-            pending = pending.removeprefix(_BOM)
-        pending = pending.removesuffix(b"\r")
-        if pending.strip() or (error is not None and pending):
-            yield number, pending, error
-        elif error is not None:
-            yield number, b"", error
+        rest = _clean(b"".join(parts), number + 1)
+        if rest.strip() or error is not None:
+            yield number + 1, rest, error
+
+
+def _clean(line: bytes, number: int) -> bytes:
+    """A line without its CR, and the first without a byte-order mark."""
+    if number == 1:
+        line = line.removeprefix(_BOM)
+    return line.removesuffix(b"\r")
 
 
 def decode_value(value: object) -> object:
@@ -167,13 +171,19 @@ def decode_attributes(attributes: object) -> dict[str, object]:
         raise ValueError("attributes must be a list of {key, value} objects")
     decoded: dict[str, object] = {}
     for position, item in enumerate(attributes):
-        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+        key = item.get("key") if type(item) is dict else None
+        if type(key) is not str:
             raise ValueError(f"attributes[{position}] is not a {{key, value}} object")
+        if key in decoded:
+            continue
+        value = item.get("value", {})
+        if type(value) is dict and "stringValue" in value:  # most attributes: no call
+            decoded[key] = value["stringValue"]
+            continue
         try:
-            value = decode_value(item.get("value", {}))
+            decoded[key] = decode_value(value)
         except (ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"attribute {item['key']}: {exc}") from None
-        decoded.setdefault(item["key"], value)
+            raise ValueError(f"attribute {key}: {exc}") from None
     return decoded
 
 

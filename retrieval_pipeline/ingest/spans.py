@@ -95,11 +95,15 @@ def _words(value: object) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
+def _is_id(value: object) -> bool:
+    if type(value) is str:
+        return value != ""
+    return type(value) is int and _MIN_INT <= value <= _MAX_INT
+
+
 def _document_id(value: object, name: str) -> str | int:
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, int) and not isinstance(value, bool) and _MIN_INT <= value <= _MAX_INT:
-        return value
+    if _is_id(value):
+        return value  # type: ignore[return-value]  # a str or an int, as _is_id says
     raise SpanError(f"{name} is {_words(value)}; ids must be non-empty strings or integers")
 
 
@@ -121,7 +125,11 @@ def _indexed_ids(attributes: Mapping[str, object], pattern: str) -> list[str | i
             f"{pattern.format(i=missing)} is missing, yet the span has ids up to position "
             f"{max(found)}: the ranks after it are unknown"
         )
-    return [_document_id(found[i], pattern.format(i=i)) for i in range(len(found))]
+    ids = [found[i] for i in range(len(found))]
+    for i, value in enumerate(ids):
+        if not _is_id(value):
+            _document_id(value, pattern.format(i=i))  # raises, naming the attribute
+    return ids  # type: ignore[return-value]  # checked above
 
 
 def _json_value(value: object, name: str) -> object:

@@ -442,3 +442,27 @@ def test_an_empty_genai_list_is_an_empty_result(tmp_path: Path) -> None:
     )
     assert [json.loads(r.record or "")["retrieved_ids"] for r in rows] == [[], []]
     assert counts == SpanCounts(read=2, converted=2, records=2)
+
+
+def test_line_ends_a_bom_and_a_corrupt_gzip(tmp_path: Path) -> None:
+    records = make_records(4, seed=15)
+    rng = random.Random(0)
+    lines = [export_line([[openinference_retriever(r, "aa" * 16, rng)]]) for r in records]
+    path = tmp_path / "crlf.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"\r\n\r\n".join(line.encode() for line in lines) + b"\r\n")
+    rows, counts = converted(path)
+    assert [r.source_line for r in rows] == [1, 3, 5, 7]  # blank lines are not spans
+    assert counts == SpanCounts(read=4, converted=4, records=4)
+    # two members: the first whole, the second broken after its header
+    first = gzip.compress(("\n".join(lines[:2]) + "\n").encode())
+    second = bytearray(gzip.compress(("\n".join(lines[2:]) + "\n").encode()))
+    second[12:20] = b"\xff" * 8
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(first + bytes(second))
+    rows, counts = converted(broken)
+    assert [json.loads(r.record or "")["trace_id"] for r in rows if r.record] == [
+        r["trace_id"] for r in records[:2]
+    ]
+    (error,) = [r.message() for r in rows if r.error]
+    assert error.startswith("broken.jsonl.gz line 3: the gzip stream is corrupt after ")
+    assert error.endswith("; this line was cut off")
