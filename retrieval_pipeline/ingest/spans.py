@@ -25,7 +25,10 @@ from pathlib import Path
 
 from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import OTLP_FIELD, BadSpan, SpanView, otlp_spans, read_lines
-from retrieval_pipeline.records import RecordError, parse_record
+
+# the record rules' own id test and words, so that a span's reasons read like a record's
+from retrieval_pipeline.records import RecordError, _is_id, parse_record
+from retrieval_pipeline.records import _words as json_type_in_words
 
 SPAN_KIND_ATTRIBUTE = "openinference.span.kind"
 RETRIEVER_KIND, RERANKER_KIND = "RETRIEVER", "RERANKER"
@@ -44,7 +47,6 @@ RECENT_TRACES = 10_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _END_NS = 253402300800 * 10**9  # 10000-01-01T00:00:00Z, past the record's range
-_MIN_INT, _MAX_INT = -(2**63), 2**64 - 1
 
 
 class SpanError(ValueError):
@@ -82,23 +84,8 @@ class SpanCounts:
 
 
 def _words(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number with a fraction"
-    if isinstance(value, str):
-        return "an empty string" if value == "" else "a string"
-    return "a list" if isinstance(value, list) else "an object"
-
-
-def _is_id(value: object) -> bool:
-    if type(value) is str:
-        return value != ""
-    return type(value) is int and _MIN_INT <= value <= _MAX_INT
+    """A JSON value's type in the record rules' words."""
+    return "an empty string" if value == "" else json_type_in_words(value)
 
 
 def _document_id(value: object, name: str) -> str | int:
