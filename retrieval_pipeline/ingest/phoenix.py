@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import SpanView
+from retrieval_pipeline.ingest.pieces import RawPiece
+from retrieval_pipeline.ingest.span_pieces import SpanReading, span_pieces
 from retrieval_pipeline.ingest.spans import (
     RERANKER_KIND,
     RETRIEVER_KIND,
@@ -48,7 +50,7 @@ _HEX_ID = re.compile(r"[0-9a-f]{1,64}")
 _TICK = timedelta(microseconds=1)  # Phoenix keeps start times to the microsecond
 
 
-class PhoenixError(RuntimeError):
+class PhoenixError(ValueError):
     """A Phoenix server that answered what this reader cannot use."""
 
 
@@ -72,6 +74,27 @@ class PhoenixStore:
         from phoenix.client import Client
 
         return Client(base_url=self.endpoint, api_key=self.api_key)
+
+
+@dataclass(frozen=True)
+class PhoenixDay:
+    """One UTC day of a Phoenix project, as a trace source for ingestion."""
+
+    store: PhoenixStore
+    day: date
+
+
+def phoenix_pieces(source: PhoenixDay, reading: SpanReading) -> Iterator[RawPiece]:
+    """The day's spans as raw pieces (`ingest.span_pieces`); a server that cannot be reached or
+    answers an error stops the ingestion with a `PhoenixError` naming it."""
+    import httpx
+
+    converter = reading.converter()
+    rows = read_day(source.store, source.day, converter)
+    try:
+        yield from span_pieces(rows, converter, 0, reading)
+    except httpx.HTTPError as exc:
+        raise PhoenixError(f"{source.store.name}: {exc}") from exc
 
 
 def day_window(day: date) -> tuple[datetime, datetime]:

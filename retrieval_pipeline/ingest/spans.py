@@ -63,6 +63,7 @@ class SpanRow:
     span_id: str | None
     record: str | None = None
     error: str | None = None
+    stage: str | None = None  # the record's stage
 
     def message(self) -> str:
         """The quarantine line a person reads: file, line, span and reason."""
@@ -272,7 +273,7 @@ class SpanConverter:
             if span.problem is not None:
                 raise SpanError(span.problem)
             records = make(span)
-            texts = [_checked(record) for record in records]
+            texts = [(_checked(record), str(record["stage"])) for record in records]
         except SpanError as exc:
             yield self._quarantine(
                 source_file, line_number, span.span_id or None, span.where, str(exc)
@@ -280,8 +281,8 @@ class SpanConverter:
             return
         self.counts.converted += 1
         self.counts.records += len(texts)
-        for text in texts:
-            yield SpanRow(source_file, line_number, span.span_id, record=text)
+        for text, stage in texts:
+            yield SpanRow(source_file, line_number, span.span_id, record=text, stage=stage)
 
     def _quarantine(
         self,

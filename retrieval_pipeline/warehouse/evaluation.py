@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.metrics import (
     DEFAULT_METRICS,
     Gain,
@@ -63,8 +64,10 @@ def run_evaluation(
     corpus: str | Path | None = None,
     gain: str = "exponential",
     relevance_level: float = 1,
+    spans: SpanReading | None = None,
 ) -> EvaluationRun:
-    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table)."""
+    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table);
+    span exports among the files are read as `spans` says (ingest.span_pieces)."""
     parsed = _metrics(metrics)
     checked_gain = check_gain(gain)
     level = check_relevance_level(relevance_level)
@@ -76,7 +79,7 @@ def run_evaluation(
         database = Path(folder) / "evaluation.duckdb"
         conn = connect(database, {"memory_limit": memory_limit()}, scratch=True)
         try:
-            return _evaluate_in(conn, traces, parsed, corpus, checked_gain, level)
+            return _evaluate_in(conn, traces, parsed, corpus, checked_gain, level, spans)
         finally:
             close_scratch(conn)
 
@@ -88,9 +91,10 @@ def _evaluate_in(
     corpus: str | Path | None,
     gain: Gain,
     relevance_level: float,
+    spans: SpanReading | None = None,
 ) -> EvaluationRun:
     # the lists of retrieved ids are not kept: nothing here reads them after ingestion
-    ingest = ingest_traces(conn, traces, keep_retrieved_ids=False)
+    ingest = ingest_traces(conn, traces, keep_retrieved_ids=False, spans=spans)
     corpus_load = load_corpus(conn, Path(corpus) if corpus is not None else None)
     start, end = ALL_DATES  # the private database holds just this evaluation
     labels = build_labels(conn, start, end, use_corpus=corpus is not None)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .phoenix_server import PhoenixServer, phoenix_server
+from tests.ingest.phoenix_server import PhoenixServer, phoenix_server
 
 
 @pytest.fixture(scope="session")

@@ -20,8 +20,8 @@ from retrieval_pipeline.ingest.phoenix import PhoenixStore, read_day
 from retrieval_pipeline.ingest.spans import INPUT_SUFFIX, SpanConverter, SpanCounts, SpanRow
 from retrieval_pipeline.records import parse_record
 
-from .phoenix_server import PhoenixServer
-from .span_exports import (
+from tests.ingest.phoenix_server import PhoenixServer
+from tests.ingest.span_exports import (
     export_line,
     genai_retriever,
     make_records,

@@ -31,7 +31,7 @@ from retrieval_pipeline.ingest.spans import (
 )
 from retrieval_pipeline.records import parse_record
 
-from .span_exports import (
+from tests.ingest.span_exports import (
     LABEL_FIELDS,
     attribute,
     export_line,
