@@ -13,7 +13,8 @@ from datetime import date
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+# `.json`: OTLP/JSON span exports, which ingestion tells from other files by their content
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet", ".json", ".json.gz")
 CORPUS_SUFFIXES = (".parquet", ".csv")
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
@@ -55,7 +56,8 @@ def _has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
 
 
 class LocalTraceStore:
-    """A folder: `traces/date=YYYY-MM-DD/*.jsonl|*.jsonl.gz|*.parquet`, `corpus/*.parquet|*.csv`.
+    """A folder: `traces/date=YYYY-MM-DD/*.jsonl|*.jsonl.gz|*.parquet|*.json|*.json.gz`,
+    `corpus/*.parquet|*.csv`.
 
     Nothing outside `root` is ever read: a relative part with `..`, an absolute part, or a symlink
     that resolves outside the root is refused. Hidden files (`.name`) and files with other

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval_pipeline.config import TraceFormatConfig
@@ -34,6 +35,7 @@ from retrieval_pipeline.ingest.spans import (
     SpanConverter,
     SpanRow,
 )
+from retrieval_pipeline.store import TraceStoreError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,6 +76,27 @@ class PhoenixStore:
         from phoenix.client import Client
 
         return Client(base_url=self.endpoint, api_key=self.api_key)
+
+    # --- the trace store's interface (`store.TraceStore`): a day is a query, not files -------
+
+    def describe(self) -> str:
+        return f"Phoenix project {self.project} at {self.endpoint}"
+
+    def days(self) -> list[date]:
+        """Unknown without reading every span: none are listed."""
+        return []
+
+    def trace_files(self, day: date) -> list[Path]:
+        raise TraceStoreError(
+            f"{self.describe()} serves spans, not files: read {day.isoformat()} as a PhoenixDay"
+        )
+
+    def corpus_file(self) -> Path | None:
+        """Phoenix holds no corpus snapshot: no label is treated as stale."""
+        return None
+
+    def day_source(self, day: date) -> PhoenixDay:
+        return PhoenixDay(self, day)
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from retrieval_pipeline.ingest.phoenix import PhoenixStore, read_day
 from retrieval_pipeline.ingest.spans import INPUT_SUFFIX, SpanConverter, SpanCounts, SpanRow
 from retrieval_pipeline.records import parse_record
-
 from tests.ingest.phoenix_server import PhoenixServer
 from tests.ingest.span_exports import (
     export_line,
@@ -183,3 +183,58 @@ def test_the_neighbouring_days_and_an_empty_day(
     assert all(json.loads(r.record or "")["timestamp"].startswith("2026-12-02") for r in after)
     empty, counts = read(phoenix, 1000, date(2026, 12, 3))
     assert (empty, counts) == ([], SpanCounts())
+
+
+def test_the_nightly_pipeline_scores_a_day_from_phoenix(
+    phoenix: PhoenixServer,
+    day_in_phoenix: tuple[list[dict[str, Any]], list[str]],
+    tmp_path: Path,
+) -> None:
+    """The `traces` asset with a Phoenix store, then labels and metrics: the stored per-trace
+    scores equal `evaluate`'s of the day's records written as trace records."""
+    import dagster as dg
+
+    from retrieval_pipeline.defs.nightly.assets import corpus, labels, query_metrics, traces
+    from retrieval_pipeline.defs.resources import (
+        PipelineSettingsResource,
+        TraceStoreResource,
+        WarehouseResource,
+    )
+    from retrieval_pipeline.metrics import DEFAULT_METRICS, parse_metrics
+    from retrieval_pipeline.warehouse.connection import connect
+    from retrieval_pipeline.warehouse.evaluation import run_evaluation
+    from retrieval_pipeline.warehouse.steps import query_metrics_wide
+
+    day, _ = day_in_phoenix
+    database = tmp_path / "db" / "warehouse.duckdb"
+    result = dg.materialize(
+        [traces, corpus, labels, query_metrics],
+        partition_key=DAY.isoformat(),
+        resources={
+            "trace_store": TraceStoreResource(
+                root=str(tmp_path / "unused"),
+                phoenix_endpoint=phoenix.base_url,
+                phoenix_project=PROJECT,
+            ),
+            "warehouse": WarehouseResource(database=str(database)),
+            "settings": PipelineSettingsResource(reports_dir=str(tmp_path / "reports")),
+        },
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    metadata = result.asset_materializations_for_node("traces")[0].metadata
+    # 1,100 retrievers scored; the 61 rerankers are another stage, counted as skipped
+    assert (metadata["records_read"].value, metadata["records_quarantined"].value) == (1100, 0)
+    assert metadata["spans_skipped"].value == 61
+
+    metrics = parse_metrics(list(DEFAULT_METRICS))
+    with connect(database) as conn:
+        stored = query_metrics_wide(conn, metrics, DAY, DAY)
+    records = tmp_path / "day.jsonl"
+    records.write_text("\n".join(json.dumps(r) for r in day) + "\n", encoding="utf-8")
+    expected = run_evaluation([records], metrics).per_query
+    columns = ["trace_id", "query_id", "segment", "variant", *(m.name for m in metrics)]
+    pd.testing.assert_frame_equal(
+        stored.sort_values("trace_id").reset_index(drop=True)[columns],
+        expected.sort_values("trace_id").reset_index(drop=True)[columns],
+    )

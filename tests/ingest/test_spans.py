@@ -30,7 +30,6 @@ from retrieval_pipeline.ingest.spans import (
     SpanRow,
 )
 from retrieval_pipeline.records import parse_record
-
 from tests.ingest.span_exports import (
     LABEL_FIELDS,
     attribute,
