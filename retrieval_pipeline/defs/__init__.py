@@ -74,6 +74,7 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
                 root=_env_or(STORE_ENV, DEFAULT_STORE),
                 phoenix_endpoint=_env_or_none(PHOENIX_ENDPOINT_ENV),
                 phoenix_project=_env_or_none(PHOENIX_PROJECT_ENV),
+                config_path=str(path.absolute()) if path else None,
             ),
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),

@@ -25,7 +25,6 @@ from retrieval_pipeline.defs.resources import (
 from retrieval_pipeline.files import write_atomically
 from retrieval_pipeline.ingest.files import TraceFileError
 from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
-from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.reports import regression_html
 from retrieval_pipeline.reports.regression import RegressionReport, build_report
 from retrieval_pipeline.store import TraceStore, TraceStoreError
@@ -75,7 +74,6 @@ def traces(
     context: dg.AssetExecutionContext,
     warehouse: WarehouseResource,
     trace_store: TraceStoreResource,
-    settings: PipelineSettingsResource,
 ) -> dg.MaterializeResult:
     """The day's trace records, validated into `traces`; the rest in `quarantine` with reasons.
 
@@ -84,7 +82,7 @@ def traces(
     replaced in one transaction, so re-running a day never duplicates rows."""
     start, end = partition_days(context)
     store = trace_store.get_store()
-    spans = SpanReading(settings.load().trace_format)
+    spans = trace_store.span_reading()
     per_day: list[tuple[date, IngestCounts]] = []
     try:
         files_by_day = [(day, day_source(store, day)) for day in gate.days_between(start, end)]
