@@ -179,6 +179,67 @@ class ClickLabelsConfig(_Section):
         return day - timedelta(days=self.lookback_days - 1), day
 
 
+def _attribute_name(value: str) -> str:
+    if not value or value != value.strip():
+        raise ValueError(
+            f"must be a non-empty attribute name without surrounding spaces, got {value!r}"
+        )
+    return value
+
+
+def _indexed_attribute_name(value: str) -> str:
+    _attribute_name(value)
+    rest = value.replace("{i}", "", 1)
+    if "{i}" not in value or "{" in rest or "}" in rest:
+        raise ValueError(f"must hold the list position as {{i}} exactly once, got {value!r}")
+    return value
+
+
+AttributeName = Annotated[str, Field(strict=True), AfterValidator(_attribute_name)]
+IndexedAttributeName = Annotated[str, Field(strict=True), AfterValidator(_indexed_attribute_name)]
+
+
+class TraceFormatConfig(_Section):
+    """Which span attribute, or key of the span's `metadata` JSON, feeds each trace-record field
+    when traces are read as spans (`ingest/spans.py`): OpenInference by default, and the
+    OpenTelemetry GenAI convention's retrieval spans. `{i}` stands for a document's position."""
+
+    document_id_attribute: IndexedAttributeName = "retrieval.documents.{i}.document.id"
+    reranker_input_id_attribute: IndexedAttributeName = "reranker.input_documents.{i}.document.id"
+    reranker_output_id_attribute: IndexedAttributeName = "reranker.output_documents.{i}.document.id"
+    genai_documents_attribute: AttributeName = "gen_ai.retrieval.documents"
+    query_attribute: AttributeName = "input.value"
+    genai_query_attribute: AttributeName = "gen_ai.retrieval.query.text"
+    reranker_query_attribute: AttributeName = "reranker.query"
+    metadata_attribute: AttributeName = "metadata"
+    query_id_key: AttributeName = "query_id"
+    segment_key: AttributeName = "segment"
+    variant_key: AttributeName = "variant"
+    relevant_ids_key: AttributeName = "relevant_ids"
+    relevance_scores_key: AttributeName = "relevance_scores"
+    label_source_key: AttributeName = "label_source"
+
+    @model_validator(mode="after")
+    def _distinct_metadata_keys(self) -> TraceFormatConfig:
+        seen: dict[str, str] = {}
+        for name, key in self.metadata_keys().items():
+            if key in seen:
+                raise ValueError(f"{seen[key]}_key and {name}_key are both {key!r}")
+            seen[key] = name
+        return self
+
+    def metadata_keys(self) -> dict[str, str]:
+        """Record field -> the metadata key that feeds it."""
+        return {
+            "query_id": self.query_id_key,
+            "segment": self.segment_key,
+            "variant": self.variant_key,
+            "relevant_ids": self.relevant_ids_key,
+            "relevance_scores": self.relevance_scores_key,
+            "label_source": self.label_source_key,
+        }
+
+
 class PipelineConfig(_Section):
     """The whole file. Metric names are stored in their canonical spelling (`ndcg@10`)."""
 
@@ -198,6 +259,7 @@ class PipelineConfig(_Section):
     baseline: BaselineConfig = Field(default_factory=BaselineConfig)
     comparison: ComparisonConfig = Field(default_factory=ComparisonConfig)
     click_labels: ClickLabelsConfig = Field(default_factory=ClickLabelsConfig)
+    trace_format: TraceFormatConfig = Field(default_factory=TraceFormatConfig)
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -288,6 +350,7 @@ _SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
     ("baseline",): BaselineConfig,
     ("comparison",): ComparisonConfig,
     ("click_labels",): ClickLabelsConfig,
+    ("trace_format",): TraceFormatConfig,
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 

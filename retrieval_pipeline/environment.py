@@ -27,6 +27,8 @@ START_DATE = "RETRIEVAL_PIPELINE_START_DATE"
 LIVE_INTERVAL = "RETRIEVAL_PIPELINE_LIVE_INTERVAL"
 DUCKDB_MEMORY_LIMIT = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
 MAX_LINE_BYTES = "RETRIEVAL_PIPELINE_MAX_LINE_BYTES"
+PHOENIX_ENDPOINT = "RETRIEVAL_PIPELINE_PHOENIX_ENDPOINT"
+PHOENIX_PROJECT = "RETRIEVAL_PIPELINE_PHOENIX_PROJECT"
 
 DEFAULT_MEMORY_LIMIT = "512MB"
 DEFAULT_START_DATE = date(2026, 1, 1)
@@ -187,3 +189,20 @@ def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
     if "\x00" in text:
         raise EnvironmentValueError(name, text, "must be a path, and a path holds no NUL byte")
     return Path(text)
+
+
+def phoenix_endpoint(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Phoenix server that serves as the trace store: $RETRIEVAL_PIPELINE_PHOENIX_ENDPOINT, an
+    http(s) URL; None when unset (the store is a folder)."""
+    text = _text(PHOENIX_ENDPOINT, environ)
+    if text is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", text):
+        raise EnvironmentValueError(
+            PHOENIX_ENDPOINT, text, "must be an http(s) URL such as http://127.0.0.1:6006"
+        )
+    return text
+
+
+def phoenix_project(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Phoenix project whose spans are the traces: $RETRIEVAL_PIPELINE_PHOENIX_PROJECT; None
+    when unset."""
+    return _text(PHOENIX_PROJECT, environ)

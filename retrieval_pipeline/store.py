@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 # As `evaluate` reads them (ingest.files: JSONL_SUFFIXES + PARQUET_SUFFIXES, held equal by a
-# test), in any case: `x.ndjson` and `UPPER.JSONL` are trace files too.
-TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
-CLICK_SUFFIXES = TRACE_SUFFIXES
+# test), in any case: `x.ndjson` and `UPPER.JSONL` are trace files too; `.json`: OTLP/JSON span
+# exports, which ingestion tells from other files by their content.
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet", ".json", ".json.gz")
+CLICK_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
 CORPUS_SUFFIXES = (".parquet", ".csv")
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
@@ -73,8 +74,9 @@ def _unreadable(what: Path, exc: OSError) -> TraceStoreError:
 
 
 class LocalTraceStore:
-    """A folder: `traces/date=YYYY-MM-DD/*.jsonl|*.jsonl.gz|*.parquet`, `corpus/*.parquet|*.csv`,
-    and optionally click logs in `clicks/date=YYYY-MM-DD/` (JSON lines or Parquet).
+    """A folder: `traces/date=YYYY-MM-DD/*.jsonl|*.jsonl.gz|*.parquet|*.json|*.json.gz`,
+    `corpus/*.parquet|*.csv`, and optionally click logs in `clicks/date=YYYY-MM-DD/` (JSON lines
+    or Parquet).
 
     Nothing outside `root` is ever read: a relative part with `..`, an absolute part, or a symlink
     that resolves outside the root is refused. Hidden files (`.name`) and files with other

@@ -168,3 +168,12 @@ def test_the_dagster_definitions_refuse_to_load_on_a_bad_value(
     )
     assert loaded.returncode != 0
     assert f"EnvironmentValueError: {name}={value!r}: {words}" in loaded.stderr
+
+
+def test_the_phoenix_store_variables_are_checked() -> None:
+    endpoint = "RETRIEVAL_PIPELINE_PHOENIX_ENDPOINT"
+    assert env.phoenix_endpoint({}) is None
+    assert env.phoenix_endpoint({endpoint: "http://127.0.0.1:6006"}) == ("http://127.0.0.1:6006")
+    with pytest.raises(env.EnvironmentValueError, match=endpoint):
+        env.phoenix_endpoint({endpoint: "127.0.0.1:6006"})
+    assert env.phoenix_project({"RETRIEVAL_PIPELINE_PHOENIX_PROJECT": "search"}) == "search"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval_pipeline.ingest.files import JSONL_SUFFIXES, PARQUET_SUFFIXES
+from retrieval_pipeline.ingest.files import JSONL_SUFFIXES, OTLP_ONLY_SUFFIXES, PARQUET_SUFFIXES
 from retrieval_pipeline.store import TRACE_SUFFIXES, LocalTraceStore, TraceStoreError
 
 DAY = date(2026, 11, 30)
@@ -25,13 +25,14 @@ def day_folder(tmp_path: Path, day: str = "2026-11-30") -> Path:
 
 
 def test_the_store_reads_the_files_evaluate_reads(tmp_path: Path) -> None:
-    assert set(TRACE_SUFFIXES) == set(JSONL_SUFFIXES + PARQUET_SUFFIXES)
+    assert set(TRACE_SUFFIXES) == set(JSONL_SUFFIXES + PARQUET_SUFFIXES + OTLP_ONLY_SUFFIXES)
     folder = day_folder(tmp_path)
     names = ["a.ndjson", "B.JSONL", "c.Jsonl.Gz", "d.ndjson.gz", "e.PARQUET", "f.txt", "g.json"]
     for name in names:
         (folder / name).write_text("{}\n")
     listed = [p.name for p in LocalTraceStore(tmp_path / "store").trace_files(DAY)]
-    assert listed == ["B.JSONL", "a.ndjson", "c.Jsonl.Gz", "d.ndjson.gz", "e.PARQUET"]
+    # g.json is listed: ingestion reads it as a span export, or stops the day naming it
+    assert listed == ["B.JSONL", "a.ndjson", "c.Jsonl.Gz", "d.ndjson.gz", "e.PARQUET", "g.json"]
 
 
 def test_a_folder_named_like_a_day_that_is_no_day_is_left_out_with_a_reason(

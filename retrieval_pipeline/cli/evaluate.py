@@ -5,8 +5,9 @@ The warehouse (DuckDB, pandas) is imported when the command runs, not when the C
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import click
 
@@ -19,6 +20,8 @@ from retrieval_pipeline.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from retrieval_pipeline.ab.stages import StageGain
+    from retrieval_pipeline.ingest.span_pieces import SpanReading
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
 # Quarantined records shown in the summary (all of them go to --quarantine).
@@ -52,6 +55,20 @@ SHOWN_QUARANTINED = 5
     help="Records that could not be scored, with their reasons (.jsonl, .csv, .parquet).",
 )
 @click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Pipeline config (TOML) whose [trace_format] maps span attributes to record fields "
+    "(default: $RETRIEVAL_PIPELINE_CONFIG, else OpenInference's names).",
+)
+@click.option(
+    "--stages",
+    is_flag=True,
+    help="Score span exports stage by stage (retriever, reranker input, reranker output) and "
+    "print the reranker's gain over its input per segment.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["table", "json"]),
@@ -69,12 +86,17 @@ def evaluate(
     gmax: float,
     output: Path | None,
     quarantine: Path | None,
+    config_path: Path | None,
+    stages: bool,
     fmt: str,
 ) -> None:
-    """Score TRACES (files or directories of .jsonl, .jsonl.gz, .parquet)."""
+    """Score TRACES (files or directories of .jsonl, .jsonl.gz, .parquet, and OTLP/JSON span
+    exports, found by their content)."""
     import duckdb
 
+    from retrieval_pipeline.config import load_config
     from retrieval_pipeline.ingest.files import TraceFileError
+    from retrieval_pipeline.ingest.span_pieces import SpanReading
     from retrieval_pipeline.metrics import MetricConfigError
     from retrieval_pipeline.reports.per_query import output_format, write_table
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
@@ -83,6 +105,7 @@ def evaluate(
         for path in (output, quarantine):
             if path is not None:
                 output_format(path)
+        reading = SpanReading(load_config(config_path).trace_format)
         # the quarantine goes to its file from the warehouse, a batch at a time; the summary
         # shows the first few
         run = run_evaluation(
@@ -95,7 +118,10 @@ def evaluate(
             quarantine_file=quarantine,
             gmax=gmax,
             judged_only=judged_only,
+            spans=reading,
         )
+        if stages:
+            staged = stage_runs(list(traces), metrics, corpus, gain, relevance_level, reading)
     except (MetricConfigError, TraceFileError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except (duckdb.IOException, duckdb.OutOfMemoryException) as exc:
@@ -103,7 +129,53 @@ def evaluate(
         raise click.ClickException(" ".join(str(exc).split())) from None
     if output is not None:
         write_table(run.per_query, output)
-    click.echo(json.dumps(summary(run), indent=2) if fmt == "json" else summary_text(run))
+    from retrieval_pipeline.reports.stages import stages_data, stages_text
+
+    if not stages:
+        click.echo(json.dumps(summary(run), indent=2) if fmt == "json" else summary_text(run))
+    elif fmt == "json":
+        click.echo(json.dumps(summary(run) | stages_data(*staged), indent=2))
+    else:
+        click.echo(summary_text(run) + "\n\n" + stages_text(*staged))
+
+
+StageSummary: TypeAlias = tuple[
+    dict[str, dict[str, float | None]], dict[str, int], list["StageGain"]
+]
+
+
+def stage_runs(
+    traces: list[Path],
+    metrics: str,
+    corpus: Path | None,
+    gain: str,
+    relevance_level: float,
+    reading: SpanReading,
+) -> StageSummary:
+    """The means and scored records of the reranker's two stages (the first stage is the run
+    `evaluate` prints anyway), and the gain per segment: one private run per stage."""
+    from retrieval_pipeline.ab.stages import stage_gains
+    from retrieval_pipeline.ingest.spans import (
+        INPUT_SUFFIX,
+        STAGE_RERANKER,
+        STAGE_RERANKER_INPUT,
+        STAGE_RETRIEVER,
+    )
+    from retrieval_pipeline.warehouse.evaluation import run_evaluation
+
+    runs = {
+        stage: run_evaluation(
+            traces, metrics, corpus, gain, relevance_level, spans=replace(reading, stage=stage)
+        )
+        for stage in (STAGE_RETRIEVER, STAGE_RERANKER_INPUT, STAGE_RERANKER)
+    }
+    names = [m.name for m in runs[STAGE_RETRIEVER].metrics]
+    gains = stage_gains(
+        runs[STAGE_RERANKER_INPUT].per_query, runs[STAGE_RERANKER].per_query, names, INPUT_SUFFIX
+    )
+    means = {stage: run.means() for stage, run in runs.items()}
+    scored = {stage: run.ingest.valid for stage, run in runs.items()}
+    return means, scored, gains
 
 
 def summary(run: EvaluationRun) -> dict[str, object]:
@@ -112,6 +184,7 @@ def summary(run: EvaluationRun) -> dict[str, object]:
         "records_read": run.ingest.read,
         "records_scored": run.ingest.valid,
         "records_quarantined": run.ingest.quarantined,
+        "spans_skipped": run.ingest.skipped,
         "files": run.ingest.files,
         "traces_annotated": run.traces.annotated,
         "traces_unannotated": run.traces.unannotated,
@@ -145,9 +218,12 @@ def _judged_text(run: EvaluationRun) -> str:
 def summary_text(run: EvaluationRun) -> str:
     ingest, traces, labels = run.ingest, run.traces, run.labels
     coverage = traces.annotated / traces.traces if traces.traces else 0.0
+    skipped = (
+        f", {ingest.skipped} skipped (spans of other kinds or stages)" if ingest.skipped else ""
+    )
     lines = [
         f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored, "
-        f"{ingest.quarantined} quarantined.",
+        f"{ingest.quarantined} quarantined{skipped}.",
         f"Annotated traces: {traces.annotated} of {traces.traces} ({coverage:.1%}); "
         f"{traces.unannotated} unannotated (not scored), {traces.no_relevant} with no relevant "
         "document (scored 0).",

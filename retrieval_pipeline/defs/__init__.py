@@ -26,6 +26,8 @@ from retrieval_pipeline.defs.resources import (
     DB_ENV,
     DEFAULT_DB,
     DEFAULT_STORE,
+    PHOENIX_ENDPOINT_ENV,
+    PHOENIX_PROJECT_ENV,
     REPORTS_ENV,
     STORE_ENV,
     PipelineSettingsResource,
@@ -69,7 +71,16 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
         sensors=[live.live_monitoring_sensor],
         resources={
             "live_monitor": live.LiveMonitorResource(),
-            "trace_store": TraceStoreResource(root=_env_or(STORE_ENV, DEFAULT_STORE)),
+            "trace_store": TraceStoreResource(
+                root=_env_or(STORE_ENV, DEFAULT_STORE),
+                phoenix_endpoint=dg.EnvVar(PHOENIX_ENDPOINT_ENV)
+                if environment.phoenix_endpoint()
+                else None,
+                phoenix_project=dg.EnvVar(PHOENIX_PROJECT_ENV)
+                if environment.phoenix_project()
+                else None,
+                config_path=str(path.absolute()) if path else None,
+            ),
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),
                 connection_config={"memory_limit": memory_limit()},

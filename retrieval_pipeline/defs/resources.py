@@ -13,6 +13,8 @@ from dagster_duckdb import DuckDBResource
 
 from retrieval_pipeline import environment
 from retrieval_pipeline.config import PipelineConfig, load_config
+from retrieval_pipeline.ingest.phoenix import PhoenixStore
+from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.store import LocalTraceStore, TraceStore
 from retrieval_pipeline.warehouse.connection import UnreadableDatabaseError, connect
 
@@ -21,6 +23,8 @@ STORE_ENV = "RETRIEVAL_PIPELINE_STORE"
 REPORTS_ENV = "RETRIEVAL_PIPELINE_REPORTS"
 APPROVALS_ENV = "RETRIEVAL_PIPELINE_APPROVALS"
 STORE_IDS_ENV = "RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS"
+PHOENIX_ENDPOINT_ENV = "RETRIEVAL_PIPELINE_PHOENIX_ENDPOINT"
+PHOENIX_PROJECT_ENV = "RETRIEVAL_PIPELINE_PHOENIX_PROJECT"
 DEFAULT_DB = "data/warehouse.duckdb"
 DEFAULT_STORE = "data/store"
 
@@ -33,12 +37,32 @@ def store_retrieved_ids() -> bool:
 class TraceStoreResource(dg.ConfigurableResource):
     """Where traces come from; the default is a local directory (see `store.LocalTraceStore`).
 
-    Another store (object storage, a database, an observability export) is a subclass that
-    overrides `get_store()` to return its own `TraceStore`; no asset changes."""
+    Span exports among a day's files are read through `config_path`'s `[trace_format]`. With
+    `phoenix_endpoint` and `phoenix_project` the store is a Phoenix server instead
+    (`ingest.phoenix.PhoenixStore`): a day is that project's spans started in it, read through
+    the Phoenix client (the `phoenix` extra). Another store (object storage, a database) is a
+    subclass that overrides `get_store()` to return its own `TraceStore`; no asset changes."""
 
     root: str
+    phoenix_endpoint: str | None = None
+    phoenix_project: str | None = None
+    # the pipeline's config file, whose [trace_format] maps span attributes onto record fields
+    # (None: the defaults); `build_defs` gives it the settings' path
+    config_path: str | None = None
+
+    def span_reading(self) -> SpanReading:
+        """How the day's spans become records (the first stage is what the nightly scores)."""
+        config = load_config(self.config_path) if self.config_path else PipelineConfig()
+        return SpanReading(config.trace_format)
 
     def get_store(self) -> TraceStore:
+        if self.phoenix_endpoint or self.phoenix_project:
+            if not (self.phoenix_endpoint and self.phoenix_project):
+                raise dg.Failure(
+                    description="a Phoenix trace store needs both an endpoint and a project "
+                    f"({PHOENIX_ENDPOINT_ENV}, {PHOENIX_PROJECT_ENV})"
+                )
+            return PhoenixStore(self.phoenix_endpoint, self.phoenix_project)
         return LocalTraceStore(self.root)
 
 

@@ -14,8 +14,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval_pipeline.ingest.otlp import SpanFileError, sniff_file
+
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 PARQUET_SUFFIXES = (".parquet",)
+# OTLP/JSON span exports (ingest.otlp) are found by content among the JSON-lines files; a `.json`
+# file is a trace file only as one.
+OTLP_ONLY_SUFFIXES = (".json", ".json.gz")
 REQUIRED_FIELDS = ("trace_id", "query_id", "timestamp", "retrieved_ids")
 
 
@@ -26,13 +31,19 @@ class TraceFileError(ValueError):
 @dataclass(frozen=True)
 class TraceFile:
     path: Path
-    kind: str  # "jsonl" or "parquet"
+    kind: str  # "jsonl", "parquet" or "otlp"
 
 
 def _kind(path: Path) -> str | None:
     name = path.name.lower()
-    if name.endswith(JSONL_SUFFIXES):
-        return "jsonl"
+    if name.endswith(JSONL_SUFFIXES + OTLP_ONLY_SUFFIXES):
+        try:
+            otlp = sniff_file(path)
+        except SpanFileError:  # unreadable or not gzip: the JSON-lines reader says so
+            otlp = False
+        if otlp:
+            return "otlp"
+        return "jsonl" if name.endswith(JSONL_SUFFIXES) else None
     if name.endswith(PARQUET_SUFFIXES):
         return "parquet"
     return None
@@ -53,7 +64,8 @@ def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
             if kind is None:
                 raise TraceFileError(
                     f"{path}: not a trace file; expected one of "
-                    f"{', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)}"
+                    f"{', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)}, or an OTLP/JSON span "
+                    f"export ({', '.join(OTLP_ONLY_SUFFIXES)} too)"
                 )
             found.append(TraceFile(_named(path), kind))
         elif path.is_symlink():

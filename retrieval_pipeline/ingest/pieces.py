@@ -42,6 +42,8 @@ class RawPiece:
     # Parquet or Arrow rows (`numbered_rows`) whose JSON text is written only where SQL reads it
     # (sql/stg_rows_as_json.sql as the view `raw_records`): `records`' raw_record is then null.
     rows: pa.Table | None = None
+    # spans of other kinds or stages read with this piece and left out (ingest.span_pieces)
+    skipped: int = 0
 
 
 # The columns `numbered_rows` adds; a file's own column of one of these names is refused.

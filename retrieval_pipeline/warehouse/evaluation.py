@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.metrics import (
     DEFAULT_GMAX,
     DEFAULT_METRICS,
@@ -87,9 +88,11 @@ def run_evaluation(
     *,
     gmax: float = DEFAULT_GMAX,
     judged_only: bool = False,
+    spans: SpanReading | None = None,
 ) -> EvaluationRun:
     """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table);
-    each rbp@P is reported with its residual; `judged_only` scores condensed lists.
+    each rbp@P is reported with its residual; `judged_only` scores condensed lists; span exports
+    among the files are read as `spans` says (ingest.span_pieces).
 
     Quarantined records are kept in `EvaluationRun.quarantine` all (`quarantine_rows` None) or the
     first `quarantine_rows`, and written to `quarantine_file` (Parquet, CSV or JSON lines) a
@@ -116,6 +119,7 @@ def run_evaluation(
                 quarantine_rows,
                 gmax=top,
                 judged_only=judged_only,
+                spans=spans,
             )
             if quarantine_file is not None:
                 every = {"max_rows": _EVERY_ROW}
@@ -137,9 +141,10 @@ def _evaluate_in(
     *,
     gmax: float,
     judged_only: bool,
+    spans: SpanReading | None = None,
 ) -> EvaluationRun:
     # the lists of retrieved ids are not kept: nothing here reads them after ingestion
-    ingest = ingest_traces(conn, traces, keep_retrieved_ids=False)
+    ingest = ingest_traces(conn, traces, keep_retrieved_ids=False, spans=spans)
     corpus_load = load_corpus(conn, Path(corpus) if corpus is not None else None)
     start, end = ALL_DATES  # the private database holds just this evaluation
     labels = build_labels(conn, start, end, use_corpus=corpus is not None)

@@ -24,6 +24,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.warehouse.connection import set_time_zone
 from retrieval_pipeline.warehouse.partitions import INGESTED_TABLES, delete_partitions, insert
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
@@ -35,7 +36,7 @@ from retrieval_pipeline.warehouse.validation import stage_records
 
 @dataclass(frozen=True)
 class IngestCounts:
-    """What happened to every record read: read == scored + quarantined."""
+    """What happened to every record read: read == scored + quarantined + skipped."""
 
     files: int
     read: int
@@ -44,6 +45,8 @@ class IngestCounts:
     duplicate_ids_dropped: int
     # valid records kept under the store's day although their timestamp is on another UTC day
     outside_day: int = 0
+    # spans of other kinds (LLM, CHAIN, ...) or of another stage, read and left out
+    skipped: int = 0
 
 
 def ingest_traces(
@@ -51,6 +54,7 @@ def ingest_traces(
     source: TraceSource,
     partition_date: date | None = None,
     keep_retrieved_ids: bool = True,
+    spans: SpanReading | None = None,
 ) -> IngestCounts:
     """Validate records into `traces`, the rest into `quarantine`: a day is replaced whole or not
     at all.
@@ -68,9 +72,12 @@ def ingest_traces(
     `n_retrieved`, labels and their ranks as usual): scoring never reads the lists, and storing
     them is most of the insert's cost. For a private database that nothing else reads
     (`evaluate`'s).
+
+    Span exports and Phoenix spans are read as `spans` says (`ingest.span_pieces`); the spans
+    left out are counted as read and skipped.
     """
-    n_files, pieces = raw_record_pieces(conn, source)
-    read = valid = duplicates = outside = 0
+    n_files, pieces = raw_record_pieces(conn, source, spans)
+    read = valid = duplicates = outside = skipped = 0
     dates: set[date] = set() if partition_date is None else {partition_date}
     create_seen_trace_ids(conn)
     ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
@@ -80,6 +87,7 @@ def ingest_traces(
             _written_behind(conn, write_piece) as write,
         ):
             for number, piece in enumerate(read_ahead(pieces)):
+                read, skipped = read + piece.skipped, skipped + piece.skipped
                 staged = stage_records(conn, piece, partition_date, keep_retrieved_ids)
                 staged = _in_batches_per_thread(staged, int(threads))
                 with registered(conn, "stg_trace_records", staged):
@@ -104,9 +112,10 @@ def ingest_traces(
         files=n_files,
         read=read,
         valid=valid,
-        quarantined=read - valid,
+        quarantined=read - valid - skipped,
         duplicate_ids_dropped=duplicates,
         outside_day=outside,
+        skipped=skipped,
     )
 
 

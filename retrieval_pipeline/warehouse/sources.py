@@ -18,14 +18,17 @@ import pandas as pd
 import pyarrow as pa
 
 from retrieval_pipeline import environment
-from retrieval_pipeline.ingest.files import TraceFile, discover
+from retrieval_pipeline.ingest.files import TraceFile, TraceFileError, discover
 from retrieval_pipeline.ingest.jsonl import jsonl_file_pieces, jsonl_piece
+from retrieval_pipeline.ingest.otlp import SpanFileError
 from retrieval_pipeline.ingest.parquet import parquet_pieces
+from retrieval_pipeline.ingest.phoenix import PhoenixDay, phoenix_pieces
 from retrieval_pipeline.ingest.pieces import RawPiece
+from retrieval_pipeline.ingest.span_pieces import SpanReading, span_file_pieces
 from retrieval_pipeline.warehouse.connection import set_time_zone
 from retrieval_pipeline.warehouse.validation import rows_as_raw
 
-TraceSource: TypeAlias = Sequence[Path] | pd.DataFrame | pa.Table
+TraceSource: TypeAlias = Sequence[Path] | pd.DataFrame | pa.Table | PhoenixDay
 
 # Rows of a Parquet file or an Arrow table validated at once (JSON lines go by
 # ingest.jsonl.PIECE_BYTES): the unit that keeps ingestion's memory flat in the size of a day.
@@ -33,16 +36,20 @@ ROWS_PER_PIECE = 50_000
 
 
 def raw_record_pieces(
-    conn: duckdb.DuckDBPyConnection, source: TraceSource
+    conn: duckdb.DuckDBPyConnection, source: TraceSource, spans: SpanReading | None = None
 ) -> tuple[int, Iterator[RawPiece]]:
     """The number of files, and every record of `source` as raw JSON text with its file and
-    line (or row), a piece at a time, in file then line order."""
+    line (or row), a piece at a time, in file then line order. Span exports and Phoenix spans
+    become records as `spans` says (default: OpenInference names, the retriever stage)."""
+    spans = spans or SpanReading()
     if isinstance(source, pd.DataFrame):
         return 1, _frame_pieces(source)
     if isinstance(source, pa.Table):
         return 1, _table_pieces(conn, source)
+    if isinstance(source, PhoenixDay):
+        return 1, phoenix_pieces(source, spans)
     files = discover(source)
-    return len(files), _file_pieces(conn, files, environment.max_line_bytes())
+    return len(files), _file_pieces(conn, files, spans, environment.max_line_bytes())
 
 
 def read_ahead(pieces: Iterator[RawPiece]) -> Iterator[RawPiece]:
@@ -81,15 +88,26 @@ def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[R
 
 
 def _file_pieces(
-    conn: duckdb.DuckDBPyConnection, files: Sequence[TraceFile], max_line_bytes: int
+    conn: duckdb.DuckDBPyConnection,
+    files: Sequence[TraceFile],
+    spans: SpanReading,
+    max_line_bytes: int,
 ) -> Iterator[RawPiece]:
     with _converter(conn) as converter:
-        for order, trace_file in enumerate(files):
+        order = 0  # a span export takes one per line (ingest.span_pieces)
+        for trace_file in files:
+            if trace_file.kind == "otlp":
+                try:
+                    order = yield from span_file_pieces(trace_file.path, order, spans)
+                except SpanFileError as exc:
+                    raise TraceFileError(str(exc)) from exc
+                continue
             if trace_file.kind == "jsonl":
                 yield from jsonl_file_pieces(trace_file.path, order, None, max_line_bytes)
             else:
                 for first_row, rows in parquet_pieces(trace_file.path, ROWS_PER_PIECE):
                     yield rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
+            order += 1
 
 
 @contextmanager

@@ -25,14 +25,16 @@ from retrieval_pipeline.defs.resources import (
 )
 from retrieval_pipeline.files import write_atomically
 from retrieval_pipeline.ingest.files import TraceFileError
+from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
 from retrieval_pipeline.reports import judged, regression_html
 from retrieval_pipeline.reports.regression import RegressionReport, build_report
 from retrieval_pipeline.segments import OVERALL_SEGMENT
-from retrieval_pipeline.store import TraceStoreError
+from retrieval_pipeline.store import TraceStore, TraceStoreError
 from retrieval_pipeline.text import markdown_table
 from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
+from retrieval_pipeline.warehouse.sources import TraceSource
 from retrieval_pipeline.warehouse.steps import (
     LabelCounts,
     MetricCounts,
@@ -77,12 +79,15 @@ def traces(
 ) -> dg.MaterializeResult:
     """The day's trace records, validated into `traces`; the rest in `quarantine` with reasons.
 
-    Each day is replaced in one transaction, so re-running a day never duplicates rows."""
+    Span exports among the day's files, or a Phoenix store's spans, become records through the
+    config's `[trace_format]`; their first stage (the retriever) is what is scored. Each day is
+    replaced in one transaction, so re-running a day never duplicates rows."""
     start, end = partition_days(context)
     store = trace_store.get_store()
+    spans = trace_store.span_reading()
     per_day: list[tuple[date, IngestCounts]] = []
     try:
-        files_by_day = [(day, store.trace_files(day)) for day in gate.days_between(start, end)]
+        files_by_day = [(day, day_source(store, day)) for day in gate.days_between(start, end)]
     except TraceStoreError as exc:
         raise dg.Failure(description=str(exc)) from exc
     with warehouse.get_connection() as conn:
@@ -93,9 +98,10 @@ def traces(
                     files,
                     partition_date=day,
                     keep_retrieved_ids=warehouse.store_retrieved_ids,
+                    spans=spans,
                 )
                 per_day.append((day, counts))
-            except (TraceFileError, OSError) as exc:
+            except (TraceFileError, PhoenixError, OSError) as exc:
                 # the day keeps what it held before: its replacement is one transaction (an
                 # OSError: a staging file could not be written, e.g. a full disk)
                 raise dg.Failure(description=f"cannot ingest {day.isoformat()}: {exc}") from exc
@@ -107,7 +113,8 @@ def traces(
                     description=f"cannot ingest {day.isoformat()}: the warehouse could not be "
                     f"written ({words})"
                 ) from exc
-    read = sum(c.read for _, c in per_day)
+    skipped = sum(c.skipped for _, c in per_day)
+    read = sum(c.read for _, c in per_day) - skipped  # records; skipped spans are not
     quarantined = sum(c.quarantined for _, c in per_day)
     outside = sum(c.outside_day for _, c in per_day)
     empty = [d.isoformat() for d, c in per_day if c.read == 0]
@@ -115,6 +122,8 @@ def traces(
         f"{read} records from {sum(c.files for _, c in per_day)} file(s): "
         f"{read - quarantined} valid, {quarantined} quarantined"
     )
+    if skipped:
+        summary += f"; {skipped} span(s) of other kinds or stages skipped"
     if outside:
         summary += (
             f"; {outside} valid record(s) have a timestamp on another UTC day"
@@ -138,6 +147,7 @@ def traces(
             "quarantine_rate": quarantined / read if read else float("nan"),
             "duplicate_ids_dropped": sum(c.duplicate_ids_dropped for _, c in per_day),
             "records_outside_day": outside,
+            "spans_skipped": skipped,
             "retrieved_ids_stored": warehouse.store_retrieved_ids,
             "store": store.describe(),
             "per_day": dg.MetadataValue.md(
@@ -148,6 +158,13 @@ def traces(
             ),
         }
     )
+
+
+def day_source(store: TraceStore, day: date) -> TraceSource:
+    """What a day is read from: the store's files, or a Phoenix project's spans of that day."""
+    if isinstance(store, PhoenixStore):
+        return store.day_source(day)
+    return store.trace_files(day)
 
 
 @dg.asset(backfill_policy=SINGLE_RUN, pool=POOL, kinds=KINDS, group_name=GROUP)

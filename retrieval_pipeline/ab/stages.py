@@ -1,0 +1,65 @@
+"""The reranker's gain over its input: each reranker span's output ranking against the ranking it
+was given, scored against the same labels, paired per span, per segment and overall.
+
+A regression in the final ranking can come from first-stage retrieval (what the reranker is
+given got worse) or from reranking (what it makes of it got worse); the stage means and this
+paired gain tell the two apart (docs/spans.md). The records of the two stages come from one
+reranker span each (`ingest.spans`): the input's trace_id is the output's with a suffix after it
+(`ingest.spans.INPUT_SUFFIX`, handed in: this room sits below `ingest`). Pure: pandas and
+numpy, the statistics of `ab.stats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from retrieval_pipeline.ab.stats import PairedStats, paired_statistics
+from retrieval_pipeline.segments import OVERALL_SEGMENT
+
+
+@dataclass(frozen=True)
+class StageGain:
+    """One segment and metric: the paired reranker spans (both stages annotated), the mean of
+    the input and of the output over them, and the gain output - input with its interval."""
+
+    segment: str
+    metric: str
+    stats: PairedStats
+
+
+def stage_gains(
+    given: pd.DataFrame,
+    reranked: pd.DataFrame,
+    metrics: Sequence[str],
+    input_suffix: str,
+    n_resamples: int = 9999,
+    seed: int = 0,
+) -> list[StageGain]:
+    """The gain per segment (then `OVERALL_SEGMENT`) and metric, from the per-trace tables of the
+    `reranker_input` and `reranker` stages (`trace_id`, `segment`, one column per metric, null
+    when unannotated). A span whose metric is null in either stage is left out of that cell."""
+    keys = given.assign(span=given["trace_id"].str.removesuffix(input_suffix))
+    pairs = keys.merge(
+        reranked.assign(span=reranked["trace_id"]),
+        on="span",
+        suffixes=("_input", "_output"),
+        validate="one_to_one",
+    )
+    pairs = pairs.rename(columns={"segment_output": "segment"})
+    segments = [*sorted(pairs["segment"].unique()), OVERALL_SEGMENT]
+    gains: list[StageGain] = []
+    for segment in segments:
+        rows = pairs if segment == OVERALL_SEGMENT else pairs[pairs["segment"] == segment]
+        for metric in metrics:
+            both = rows[[f"{metric}_input", f"{metric}_output"]].dropna()
+            stats = paired_statistics(
+                both[f"{metric}_input"].to_numpy(float),
+                both[f"{metric}_output"].to_numpy(float),
+                n_resamples=n_resamples,
+                seed=seed,
+            )
+            gains.append(StageGain(segment, metric, stats))
+    return gains
