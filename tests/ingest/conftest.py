@@ -1,23 +1,13 @@
-"""An S3 server for the object-store tests: moto's server mode, started by the tests.
+"""Fixtures of the object-store tests: an S3 server (moto's server mode, `s3_server.py`) started
+once per session on 127.0.0.1, and AWS variables that name only that server.
 
-The server is a separate process on 127.0.0.1 on a free port, in a temporary directory, in its
-own process group; it is stopped by that group's id (SIGTERM, then SIGKILL) and waited for, also
-when a test fails. Each test that uses it gets fresh AWS variables naming only that server, and
-the instance metadata service is switched off, so no test reaches any other address.
+Each test that uses the server gets fresh AWS variables and the instance metadata service
+switched off, so no test reaches any other address.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -25,105 +15,33 @@ import pytest
 
 from retrieval_pipeline.ingest.filesystems import S3Settings
 
-START_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _moto_command(port: int) -> list[str]:
-    beside = Path(sys.executable).parent / "moto_server"
-    program = [str(beside)] if beside.exists() else [sys.executable, "-m", "moto.server"]
-    return [*program, "-H", "127.0.0.1", "-p", str(port)]
-
-
-def _ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto_server exited with {process.returncode}: {log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
-                return
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.1)
-    raise RuntimeError(f"moto_server not ready after {START_TIMEOUT_S:.0f} s: {log.read_text()}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+from .s3_server import S3, moto_server
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a moto S3 server running for this test session."""
     pytest.importorskip("moto", reason="the S3 tests need moto[server] (test extra)")
-    folder = tmp_path_factory.mktemp("moto")
-    log = folder / "moto.log"
-    with log.open("wb") as out:
-        port = free_port()
-        process = subprocess.Popen(
-            _moto_command(port),
-            cwd=folder,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, stopped as one
-            env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _ready(url, process, log)
-            yield url
-        finally:
-            _stop(process)
+    with moto_server(tmp_path_factory.mktemp("moto")) as url:
+        yield url
 
 
-@dataclass(frozen=True)
-class S3:
-    """The server as a test sees it: its URL, settings for the code under test, and a file
-    system for the test's own setup (it may create buckets)."""
-
-    endpoint: str
-    settings: S3Settings
-    admin: pafs.S3FileSystem
-
-    def upload(self, local: Path, key: str) -> None:
-        """Copy a local file or folder to `key` (`bucket/prefix`), byte for byte (pyarrow would
-        gzip a `.gz` name once more unless told not to)."""
-        if local.is_file():
-            with (
-                local.open("rb") as source,
-                self.admin.open_output_stream(key, compression=None) as target,
-            ):
-                target.write(source.read())
-            return
-        for path in sorted(local.rglob("*")):
-            if path.is_file():
-                self.upload(path, f"{key.rstrip('/')}/{path.relative_to(local).as_posix()}")
-
-
-_AWS_VARIABLES = (
+# unset: another account or endpoint, and proxies (the S3 clients would send requests through one)
+_UNSET = (
     "AWS_PROFILE",
     "AWS_SESSION_TOKEN",
     "AWS_ENDPOINT_URL",
     "AWS_ENDPOINT_URL_S3",
     "AWS_DEFAULT_REGION",
+    *(f"{name}_proxy" for name in ("http", "https", "all")),
+    *(f"{name}_PROXY" for name in ("HTTP", "HTTPS", "ALL")),
 )
 
 
 @pytest.fixture()
 def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """AWS variables that name no real account and no metadata service."""
-    for name in _AWS_VARIABLES:
+    for name in _UNSET:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
