@@ -120,7 +120,7 @@ def measure(
             rows.append(
                 Row(
                     "(f) many files",
-                    f"retrieval-pipeline evaluate, {files:,} JSONL files",
+                    f"retrieval-pipeline evaluate, {files:,} JSONL file{'s' if files != 1 else ''}",
                     size,
                     wall,
                     wall,
@@ -151,7 +151,7 @@ def _floor_row(folder: Path, files: int, size: int, repeat: int) -> Row:
         raise RuntimeError(f"floor of {folder}: {result['records']} records, expected {size}")
     return Row(
         "(f) many files, floor",
-        f"DuckDB read_json, {files:,} JSONL files",
+        f"DuckDB read_json, {files:,} JSONL file{'s' if files != 1 else ''}",
         size,
         result["wall_s"],
         proc.wall_s,
