@@ -68,7 +68,7 @@ shaped as materialized (
         -- engine.keep_first_occurrences closes it up where earlier repeats are dropped.
         list_concat(
             coalesce(
-                list_transform(
+                list_transform(  -- noqa: LT01
                     score_keys,
                     lambda k, i: struct_pack(
                         doc_id := k,
@@ -84,7 +84,7 @@ shaped as materialized (
                         when label_ids is null then list_distinct(relevant_ids)
                         -- a relevant id is new when the entry before it is not its grade's
                         else list_transform(
-                            list_filter(
+                            list_filter(  -- noqa: LT01
                                 label_ids,
                                 lambda e, k: e.from_relevant
                                 and (k = 1 or label_ids[k - 1].d <> e.d)
@@ -141,8 +141,11 @@ repeated_trace_ids as (
                 false as in_piece
             from seen_trace_ids
             -- only those this piece repeats: the window then stays the size of the piece
-            where trace_id in (select shaped.trace_id from shaped where shaped.reason is null)
-        )
+            where trace_id in (
+                select shaped.trace_id from shaped
+                where shaped.reason is null
+            )
+        ) as occurrences
         window by_trace as (partition by trace_id order by file_order, source_line)
     ) as seen
     inner join raw_records
@@ -157,8 +160,9 @@ final as (
                 as field,
             case
                 when repeated.first_file is not null
-                    then 'duplicate trace_id ' || left(shaped.trace_id, 80) || ' (first seen at '
-                    || repeated.first_file || ' line ' || repeated.first_line::varchar || ')'
+                    then
+                        'duplicate trace_id ' || left(shaped.trace_id, 80) || ' (first seen at '
+                        || repeated.first_file || ' line ' || repeated.first_line::varchar || ')'
                 else shaped.reason
             end as reason,
             case
