@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
+from retrieval_pipeline.ingest.filesystems import S3Settings
 from retrieval_pipeline.metrics import (
     DEFAULT_METRICS,
     Gain,
@@ -25,6 +26,12 @@ from retrieval_pipeline.metrics import (
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
 from retrieval_pipeline.warehouse.corpus import CorpusLoad, load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
+from retrieval_pipeline.warehouse.judgments import (
+    JudgedQueries,
+    JudgmentsLoad,
+    judged_query_counts,
+    load_judgments,
+)
 from retrieval_pipeline.warehouse.partitions import ALL_DATES
 from retrieval_pipeline.warehouse.sources import TraceSource
 from retrieval_pipeline.warehouse.steps import (
@@ -47,6 +54,8 @@ class EvaluationRun:
     labels: LabelCounts
     traces: MetricCounts
     corpus: CorpusLoad  # no documents, nothing rejected without a corpus
+    judgments: JudgmentsLoad = field(default_factory=JudgmentsLoad.none)
+    judged_queries: JudgedQueries = field(default_factory=lambda: JudgedQueries(0, 0, 0))
 
     def means(self) -> dict[str, float | None]:
         """Mean of each metric over annotated traces (None when no trace is annotated)."""
@@ -63,20 +72,34 @@ def run_evaluation(
     corpus: str | Path | None = None,
     gain: str = "exponential",
     relevance_level: float = 1,
+    judgments: Sequence[str | Path] = (),
+    settings: S3Settings | None = None,
 ) -> EvaluationRun:
-    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table)."""
+    """Validate, filter stale labels and score `traces` (paths or `s3://` URLs, a DataFrame or an
+    Arrow table); `judgments` (files, folders, URLs) label the traces that carry no labels of
+    their own (`warehouse.judgments`)."""
     parsed = _metrics(metrics)
     checked_gain = check_gain(gain)
     level = check_relevance_level(relevance_level)
     if isinstance(traces, str | Path):
-        traces = [Path(traces)]
+        traces = [traces]
     # a temporary database file, not an in-memory one: its memory stays within the limit, where
     # an in-memory database holds every table (bench/README.md)
     with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-evaluate-") as folder:
         database = Path(folder) / "evaluation.duckdb"
         conn = connect(database, {"memory_limit": memory_limit()}, scratch=True)
         try:
-            return _evaluate_in(conn, traces, parsed, corpus, checked_gain, level)
+            judged = load_judgments(conn, judgments, settings)
+            run = _evaluate_in(conn, traces, parsed, corpus, checked_gain, level)
+            if not judgments:
+                return run
+            start, end = ALL_DATES
+            return replace(
+                run,
+                judgments=judged,
+                judged_queries=judged_query_counts(conn, start, end),
+                quarantine=_with_judgment_rejects(conn, run.quarantine),
+            )
         finally:
             close_scratch(conn)
 
@@ -101,6 +124,20 @@ def _evaluate_in(
         " from quarantine order by source_file, source_line"
     ).df()
     return EvaluationRun(metrics, per_query, quarantine, ingest, labels, counts, corpus_load)
+
+
+def _with_judgment_rejects(
+    conn: duckdb.DuckDBPyConnection, quarantine: pd.DataFrame
+) -> pd.DataFrame:
+    """The quarantined records followed by the judgment lines that could not be read (no
+    trace_id), so that one quarantine file holds every line left out."""
+    rejects = conn.execute(
+        "select source_file, source_line, null::varchar as trace_id, field, reason, raw_record"
+        " from judgment_rejects order by source_file, source_line"
+    ).df()
+    if rejects.empty:
+        return quarantine
+    return pd.concat([quarantine, rejects], ignore_index=True) if len(quarantine) else rejects
 
 
 def evaluate(

@@ -30,6 +30,7 @@ from retrieval_pipeline.ingest.lanes import (
 from retrieval_pipeline.ingest.parquet import maps_as_json, struct_scores_as_json
 from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece, numbered_rows
 from retrieval_pipeline.ingest.screen import keep_first_occurrences
+from retrieval_pipeline.warehouse.judgments import with_judged_labels
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
 
@@ -160,9 +161,11 @@ def stage_records(
     piece: RawPiece,
     partition_date: date | None,
     keep_retrieved_ids: bool = True,
+    judged: bool = False,
 ) -> pa.Table:
-    """One piece of raw records validated (sql/stg_trace_records.sql), repeats dropped (or every
-    list emptied: `ingest_traces`).
+    """One piece of raw records validated (sql/stg_trace_records.sql), labelled from the
+    judgments where a trace carries no labels of its own (`judged`: `judged_queries` exists,
+    `warehouse.judgments`), repeats dropped (or every list emptied: `ingest_traces`).
 
     Its typed fields come from the plain lane (sql/stg_plain_trace_fields.sql) when every record
     is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
@@ -172,6 +175,8 @@ def stage_records(
         if staged is None:
             staged = _trace_records(conn, "stg_trace_fields", partition_date)
         assert staged is not None
+    if judged:
+        staged = with_judged_labels(conn, staged)
     return keep_first_occurrences(staged, keep_retrieved_ids)
 
 
