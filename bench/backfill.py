@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -74,7 +75,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = {
+    options: dict[str, dict[str, Any]] = {
         "--days": {"default": "2,8", "help": "comma-separated day counts"},
         "--memory-limit": {"default": None, "help": "DuckDB memory_limit, e.g. 1GB"},
     }

@@ -19,7 +19,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,8 +43,11 @@ TIMED = (
     ("ingestion", "_insert_piece", "(writer thread) insert each piece (straight in: a new day)"),
 )
 
+# wall seconds by phase
+Seconds = defaultdict[str, float]
 
-def timed(module: ModuleType | type, name: str, phase: str, seconds: Counter[str]) -> None:
+
+def timed(module: ModuleType | type, name: str, phase: str, seconds: Seconds) -> None:
     """Replace `module.name` by the same function adding its time to `seconds[phase]` (for a
     generator, the time of each item it hands out)."""
     function = getattr(module, name)
@@ -69,7 +72,7 @@ def timed(module: ModuleType | type, name: str, phase: str, seconds: Counter[str
     setattr(module, name, iterating if inspect.isgeneratorfunction(function) else timing)
 
 
-def waited(module: ModuleType, seconds: Counter[str]) -> None:
+def waited(module: ModuleType, seconds: Seconds) -> None:
     """Time the main thread's waits for the next piece of the read-ahead thread."""
     read_ahead: Callable[[Iterator[Any]], Iterator[Any]] = module.read_ahead
 
@@ -83,10 +86,10 @@ def waited(module: ModuleType, seconds: Counter[str]) -> None:
                 return
             yield piece
 
-    module.read_ahead = waiting
+    setattr(module, "read_ahead", waiting)  # noqa: B010 (a module's name replaced)
 
 
-def waited_for_writer(module: ModuleType, seconds: Counter[str]) -> None:
+def waited_for_writer(module: ModuleType, seconds: Seconds) -> None:
     """Time the main thread's calls to the write-behind's `write`, which wait for the piece
     before to be stored (handing the next one over takes no time)."""
     written_behind = module._written_behind
@@ -104,7 +107,7 @@ def waited_for_writer(module: ModuleType, seconds: Counter[str]) -> None:
 
             yield waiting
 
-    module._written_behind = timing
+    setattr(module, "_written_behind", timing)  # noqa: B010 (a module's name replaced)
 
 
 def measure(size: int, seed: int) -> list[str]:
@@ -113,13 +116,13 @@ def measure(size: int, seed: int) -> list[str]:
     from retrieval_pipeline.warehouse import ingestion, validation
     from retrieval_pipeline.warehouse.connection import connect, memory_limit
 
-    modules = {
+    modules: dict[str, ModuleType | type] = {
         "GzipStream": GzipStream,
         "jsonl": jsonl,
         "ingestion": ingestion,
         "validation": validation,
     }
-    seconds: Counter[str] = Counter()
+    seconds: Seconds = defaultdict(float)
     for module, name, phase in TIMED:
         timed(modules[module], name, phase, seconds)
     waited(ingestion, seconds)

@@ -20,12 +20,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import METRICS, RESULTS, write_report
 from bench.generate import DATA_ROOT, Dataset, dataset
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+T = TypeVar("T")
 
 
 def cte_names(sql: str) -> list[str]:
@@ -89,7 +97,9 @@ def operator_table(conn, sql: str, params: dict, top: int = 10) -> list[str]:
     return lines
 
 
-def stages(ds: Dataset) -> tuple[list[tuple[str, float]], object]:
+def stages(
+    ds: Dataset,
+) -> tuple[list[tuple[str, float]], tuple[duckdb.DuckDBPyConnection, pa.Table, str]]:
     """The steps of `run_evaluation` on the JSONL.gz file, timed one by one."""
     import pyarrow as pa
 
@@ -110,7 +120,7 @@ def stages(ds: Dataset) -> tuple[list[tuple[str, float]], object]:
     timings: list[tuple[str, float]] = []
     day = ds.day
 
-    def timed(name: str, fn):
+    def timed(name: str, fn: Callable[[], T]) -> T:
         start = time.perf_counter()
         value = fn()
         timings.append((name, time.perf_counter() - start))
