@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -179,7 +180,7 @@ def floor(folder: Path, repeat: int) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = {
+    options: dict[str, dict[str, Any]] = {
         "--files": {"default": ",".join(map(str, FILE_COUNTS)), "help": "file counts"},
         "--floor-of": {"type": Path, "default": None, "help": argparse.SUPPRESS},
         "--result": {"type": Path, "default": None, "help": argparse.SUPPRESS},

@@ -89,9 +89,11 @@ create table if not exists query_metrics (
     value double                        -- null for an unannotated trace
 );
 
--- A column added since a warehouse may have been written (segment_metrics is created on first
--- use, from sql/agg_segment_metrics.sql): traces labelled by the judgments.
+-- A column added since a warehouse may have been written (segment_metrics and regression_report
+-- are created on first use, from sql/agg_segment_metrics.sql and sql/rpt_regression.sql): the
+-- annotated traces labelled by the judgments.
 alter table if exists segment_metrics add column if not exists judged_traces bigint default 0;
+alter table if exists regression_report add column if not exists judged_traces bigint default 0;
 
 -- Judgments (retrieval_pipeline.ingest.judgments): one grade per (query, document), from the
 -- store's judgments/ folder or `evaluate --judgments`, replaced whole at each load. They label

@@ -20,7 +20,7 @@ from retrieval_pipeline.config import config_path, load_config
 from retrieval_pipeline.defs import live
 from retrieval_pipeline.defs.ab import assets as ab
 from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
-from retrieval_pipeline.defs.nightly import assets, checks, gate
+from retrieval_pipeline.defs.nightly import assets, checks, gate, judgments
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
@@ -37,6 +37,7 @@ from retrieval_pipeline.defs.schedules import nightly_job, nightly_schedule
 from retrieval_pipeline.warehouse.connection import memory_limit
 
 ASSETS = [
+    judgments.judgments,
     assets.traces,
     assets.corpus,
     assets.labels,

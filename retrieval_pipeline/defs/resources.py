@@ -13,7 +13,8 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 
 from retrieval_pipeline.config import PipelineConfig, load_config
-from retrieval_pipeline.store import LocalTraceStore, TraceStore
+from retrieval_pipeline.ingest.stores import open_store
+from retrieval_pipeline.store import TraceStore
 from retrieval_pipeline.warehouse.connection import UnreadableDatabaseError, connect
 
 DB_ENV = "RETRIEVAL_PIPELINE_DB"
@@ -36,15 +37,17 @@ def store_retrieved_ids() -> bool:
 
 
 class TraceStoreResource(dg.ConfigurableResource):
-    """Where traces come from; the default is a local directory (see `store.LocalTraceStore`).
+    """Where traces come from: a local folder (`store.LocalTraceStore`), an `s3://` URL with the
+    same layout, or either whose `traces/` is a Delta Lake table (`ingest.stores.open_store`;
+    the object store's endpoint and credentials from the usual AWS variables).
 
-    Another store (object storage, a database, an observability export) is a subclass that
-    overrides `get_store()` to return its own `TraceStore`; no asset changes."""
+    Another store (a database, an observability export) is a subclass that overrides
+    `get_store()` to return its own `TraceStore`; no asset changes."""
 
     root: str
 
     def get_store(self) -> TraceStore:
-        return LocalTraceStore(self.root)
+        return open_store(self.root)
 
 
 class WarehouseResource(DuckDBResource):

@@ -27,17 +27,6 @@ from retrieval_pipeline.ingest.judgments import Judgments, read_judgments
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sql import load_sql
 
-_JUDGMENT_COLUMNS = (
-    "query_id",
-    "doc_id",
-    "grade",
-    "judged_at",
-    "label_source",
-    "source_file",
-    "source_line",
-)
-_REJECT_COLUMNS = ("source_file", "source_line", "field", "reason", "raw_record")
-
 
 @dataclass(frozen=True)
 class JudgmentsLoad:
@@ -91,16 +80,15 @@ def load_judgments(
         conn.execute("delete from judgments")
         conn.execute("delete from judgment_rejects")
         if read is not None:
-            with registered(conn, "loaded_judgments", read.table):
-                conn.execute(_insert("judgments", "loaded_judgments", _JUDGMENT_COLUMNS))
-            with registered(conn, "loaded_rejects", read.quarantine):
-                conn.execute(_insert("judgment_rejects", "loaded_rejects", _REJECT_COLUMNS))
+            with (
+                registered(conn, "loaded_judgments", read.table),
+                registered(conn, "loaded_rejects", read.quarantine),
+            ):
+                conn.execute("insert into judgments by name " + load_sql("stg_loaded_judgments"))
+                conn.execute(
+                    "insert into judgment_rejects by name " + load_sql("stg_judgment_rejects")
+                )
     return _load_counts(read) if read is not None else JudgmentsLoad.none()
-
-
-def _insert(table: str, source: str, columns: Sequence[str]) -> str:
-    names = ", ".join(columns)  # this module's own table and column names, never values
-    return f"insert into {table} ({names}) select {names} from {source}"
 
 
 def _load_counts(read: Judgments) -> JudgmentsLoad:

@@ -17,14 +17,16 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from retrieval_pipeline.ingest import jsonl
 from retrieval_pipeline.ingest.files import TraceFile, discover
 from retrieval_pipeline.ingest.jsonl import jsonl_file_pieces, jsonl_piece
 from retrieval_pipeline.ingest.parquet import parquet_pieces
-from retrieval_pipeline.ingest.pieces import RawPiece
+from retrieval_pipeline.ingest.pieces import RawPiece, coalesced
+from retrieval_pipeline.store import DayBatches
 from retrieval_pipeline.warehouse.connection import set_time_zone
 from retrieval_pipeline.warehouse.validation import rows_as_raw
 
-TraceSource: TypeAlias = Sequence[Path] | pd.DataFrame | pa.Table
+TraceSource: TypeAlias = Sequence[Path | str] | pd.DataFrame | pa.Table | DayBatches
 
 # Rows of a Parquet file or an Arrow table validated at once (JSON lines go by
 # ingest.jsonl.PIECE_BYTES): the unit that keeps ingestion's memory flat in the size of a day.
@@ -40,6 +42,8 @@ def raw_record_pieces(
         return 1, _frame_pieces(source)
     if isinstance(source, pa.Table):
         return 1, _table_pieces(conn, source)
+    if isinstance(source, DayBatches):
+        return 1, _batch_pieces(conn, source)
     files = discover(source)
     return len(files), _file_pieces(conn, files)
 
@@ -79,14 +83,40 @@ def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[R
             yield rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1)
 
 
+def _batch_pieces(conn: duckdb.DuckDBPyConnection, source: DayBatches) -> Iterator[RawPiece]:
+    """Record batches (a Delta table's day) gathered into pieces of ROWS_PER_PIECE rows, their
+    rows numbered from 1 across the day."""
+    with _converter(conn) as converter:
+        held: list[pa.RecordBatch] = []
+        first_row = 1
+        for batch in source.batches():
+            held.append(batch)
+            if sum(b.num_rows for b in held) >= ROWS_PER_PIECE:
+                rows = pa.Table.from_batches(held)
+                yield rows_as_raw(converter, rows, source.description, 0, first_row)
+                first_row += rows.num_rows
+                held = []
+        if held:
+            rows = pa.Table.from_batches(held)
+            yield rows_as_raw(converter, rows, source.description, 0, first_row)
+
+
 def _file_pieces(conn: duckdb.DuckDBPyConnection, files: Sequence[TraceFile]) -> Iterator[RawPiece]:
+    """Every file's pieces, the small ones of consecutive files joined (`coalesced`)."""
+    # the piece size read when called, as the readers read it (tests set it small)
+    return coalesced(_each_file_pieces(conn, files), ROWS_PER_PIECE, jsonl.PIECE_BYTES)
+
+
+def _each_file_pieces(
+    conn: duckdb.DuckDBPyConnection, files: Sequence[TraceFile]
+) -> Iterator[RawPiece]:
     with _converter(conn) as converter:
         for order, trace_file in enumerate(files):
             if trace_file.kind == "jsonl":
                 yield from jsonl_file_pieces(trace_file.path, order)
             else:
                 for first_row, rows in parquet_pieces(trace_file.path, ROWS_PER_PIECE):
-                    yield rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
+                    yield rows_as_raw(converter, rows, trace_file.name, order, first_row)
 
 
 @contextmanager

@@ -221,13 +221,23 @@ def _as_plain_records(conn: duckdb.DuckDBPyConnection, fields: pa.Table) -> Iter
             conn.execute("drop view plain_records")
 
 
+def _record_keys(table: pa.Table) -> np.ndarray:
+    """Each record's place in the ingestion: its file's order (0 when not given), then its line
+    (or row)."""
+    lines = table.column("source_line").to_numpy().astype(np.int64)
+    if "file_order" not in table.column_names:
+        return lines
+    return (table.column("file_order").to_numpy().astype(np.int64) << 40) | lines
+
+
 def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:
     """`staged` in the order of `fields`, with its column `name`: one row each for the same
-    records, matched by `source_line` (ascending in `fields`, a piece of one file). DuckDB's
-    parallel join does not keep the rows' order; putting them back moves the narrower table,
-    and the column (100 ids a row) is shared, not copied."""
-    lines = fields.column("source_line").to_numpy()
-    staged_lines = staged.column("source_line").to_numpy()
+    records, matched by file order and line (ascending in `fields`, a piece of one file or of
+    several joined in order: `ingest.pieces.coalesced`). DuckDB's parallel join does not keep
+    the rows' order; putting them back moves the narrower table, and the column (100 ids a row)
+    is shared, not copied."""
+    lines = _record_keys(fields)
+    staged_lines = _record_keys(staged)
     rows = np.searchsorted(lines, staged_lines).clip(0, max(len(lines) - 1, 0))
     order = np.argsort(rows)
     # each line of `fields` once: the rows are a permutation of them

@@ -10,8 +10,7 @@ import pytest
 
 from retrieval_pipeline.ingest.delta import DeltaTableError, delta_days, read_delta_day
 from retrieval_pipeline.ingest.filesystems import S3Settings, StoreError
-
-from .s3_server import S3, free_port
+from tests.s3_server import S3, free_port
 
 deltalake = pytest.importorskip("deltalake", reason="the Delta tests need deltalake (test extra)")
 
