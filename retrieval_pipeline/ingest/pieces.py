@@ -127,7 +127,9 @@ def _joined(held: list[RawPiece]) -> RawPiece:
     if len(held) == 1:
         return held[0]
     first = held[0]
-    records = pa.concat_tables([piece.records for piece in held])
+    # one chunk per column: DuckDB scans an Arrow table a chunk at a time, and thousands of
+    # chunks of a line or two would each take a vector of their own (in time and in memory)
+    records = pa.concat_tables([piece.records for piece in held]).combine_chunks()
     if first.jsonl is not None:
         texts = [piece.jsonl or b"" for piece in held]
         # each piece's last line ends with a newline before the next piece's first one
@@ -135,7 +137,7 @@ def _joined(held: list[RawPiece]) -> RawPiece:
         return RawPiece(records, text)
     typed = rows = None
     if first.typed is not None:
-        typed = pa.concat_tables([piece.typed for piece in held if piece.typed is not None])
+        typed = pa.concat_tables([p.typed for p in held if p.typed is not None]).combine_chunks()
     if first.rows is not None:
-        rows = pa.concat_tables([piece.rows for piece in held if piece.rows is not None])
+        rows = pa.concat_tables([p.rows for p in held if p.rows is not None]).combine_chunks()
     return RawPiece(records, typed=typed, rows=rows)
