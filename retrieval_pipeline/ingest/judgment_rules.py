@@ -21,9 +21,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# the trace contract's one timestamp rule (the same pattern as sql/macros.sql's iso_timestamp)
+from retrieval_pipeline.ingest.line_stream import SPACE
+from retrieval_pipeline.ingest.line_stream import true_rows as true_rows
 from retrieval_pipeline.records import RecordError
+
+# the trace contract's one timestamp rule (the same pattern as sql/macros.sql's iso_timestamp),
+# and its words for a value's JSON type ("an integer", "a list", ...)
 from retrieval_pipeline.records import _timestamp as trace_timestamp
+from retrieval_pipeline.records import _words as kind_in_words
 
 DEFAULT_LABEL_SOURCE = "judgments"
 REQUIRED_COLUMNS = ("query_id", "doc_id", "grade")
@@ -47,8 +52,6 @@ JUDGMENTS_SCHEMA = pa.schema(
 ORDER = "read_order"  # a kept row's place in reading order, for the repeats rule
 KEPT_SCHEMA = JUDGMENTS_SCHEMA.append(pa.field(ORDER, pa.int64()))
 
-# Whitespace around a value, as C's isspace (and trec_eval) sees it.
-SPACE = " \t\n\r\f\v"
 # A decimal number as text; Python's float() would also take `1_0`, `nan` and `infinity`.
 NUMBER = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _NUMBER = re.compile(NUMBER)
@@ -61,24 +64,6 @@ class Bad(Exception):
         super().__init__(reason)
         self.field = field
         self.reason = reason
-
-
-def kind_in_words(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number with a fraction"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return f"a {type(value).__name__}"
 
 
 def _shown(value: object) -> str:
@@ -312,11 +297,6 @@ def _sources(array: pa.Array | None, n: int) -> tuple[pa.Array, pa.Array]:
         empty = pc.fill_null(pc.equal(text, ""), True)
         return pc.if_else(empty, default, text), pa.repeat(pa.scalar(True), n)
     return pa.repeat(default, n), pc.is_null(array)
-
-
-def true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
-    """The positions where `mask` is true (a null counts as true: never silently dropped)."""
-    return np.flatnonzero(pc.fill_null(mask, True).to_numpy(zero_copy_only=False)).tolist()
 
 
 def latest(table: pa.Table, examples: int = 5) -> tuple[pa.Table, tuple[str, ...]]:

@@ -71,21 +71,20 @@ from retrieval_pipeline.ingest.judgment_rules import (
     KEPT_SCHEMA,
     ORDER,
     REQUIRED_COLUMNS,
-    SPACE,
     Bad,
     check_columns,
     check_judgment,
     kind_in_words,
     latest,
-    true_rows,
 )
 from retrieval_pipeline.ingest.line_stream import (
-    QUARANTINE_SCHEMA,
-    RAW_CHARS,
+    SPACE,
     Line,
     LineBlock,
+    Quarantine,
     line_blocks,
     numbered_lines,
+    split_lines,
 )
 
 # records gathered before they are checked and kept as one Arrow table
@@ -210,16 +209,12 @@ class _Collector:
     def __init__(self) -> None:
         self.kept: list[pa.Table] = []
         self.n_kept = 0
-        self.rejects: dict[str, list[object]] = {name: [] for name in QUARANTINE_SCHEMA.names}
-        self.reject_files: list[int] = []  # the file's place in reading order, for sorting
-        self.files = 0
+        self.quarantine = Quarantine()
+        self.files = 0  # files begun so far: the current file's place in reading order
         self.skipped = 0
 
     def reject(self, source: str, line: int, field_name: str | None, reason: str, raw: str) -> None:
-        row = (source, line, field_name, reason, raw[:RAW_CHARS])
-        for name, value in zip(QUARANTINE_SCHEMA.names, row, strict=True):
-            self.rejects[name].append(value)
-        self.reject_files.append(self.files)
+        self.quarantine.add(source, line, field_name, reason, raw, self.files)
 
     def keep(self, table: pa.Table) -> None:
         """Kept rows (JUDGMENTS_SCHEMA), numbered in reading order."""
@@ -245,10 +240,7 @@ class _Collector:
     def finish(self, files: int) -> Judgments:
         table = pa.concat_tables(self.kept) if self.kept else KEPT_SCHEMA.empty_table()
         winners, repeats = latest(table)
-        quarantine = pa.Table.from_pydict(self.rejects, schema=QUARANTINE_SCHEMA)
-        in_order = quarantine.append_column("_file", pa.array(self.reject_files, pa.int64()))
-        by_line = [("_file", "ascending"), ("source_line", "ascending")]
-        quarantine = in_order.sort_by(by_line).drop_columns(["_file"])
+        quarantine = self.quarantine.table()
         return Judgments(
             table=winners,
             quarantine=quarantine,
@@ -272,43 +264,25 @@ def _read_text(location: Location, kind: str, collector: _Collector) -> None:
     with open_stream(location) as stream:
         if kind == "qrels":
             for block in line_blocks(stream, gzipped=gzipped):
-                _qrels_block(location.url, block.first, block.texts, block.errors, collector)
+                _qrels_block(location.url, block, collector)
         elif kind == "jsonl":
             _read_jsonl(location.url, numbered_lines(stream, gzipped=gzipped), collector)
         else:
             _read_csv(location.url, line_blocks(stream, gzipped=gzipped), collector)
 
 
-def _qrels_block(
-    source: str, first: int, texts: list[str], errors: dict[int, str], collector: _Collector
-) -> None:
+def _qrels_block(source: str, block: LineBlock, collector: _Collector) -> None:
     """A block of qrels lines, split and checked column-wise."""
-    lines = pa.array(texts, pa.string())
-    numbers = pa.array(np.arange(first, first + len(texts), dtype=np.int64))
-    trimmed = pc.utf8_trim(lines, characters=SPACE)
-    skip = pc.or_(pc.equal(trimmed, ""), pc.starts_with(lines, "#"))  # trec_eval's comments
-    damaged = np.zeros(len(texts), dtype=bool)
-    for offset, reason in errors.items():
-        damaged[offset] = True
-        collector.reject(source, first + offset, None, reason, texts[offset])
-    skip = pc.and_(skip, pa.array(~damaged))
-    collector.skipped += pc.sum(skip).as_py() or 0
-    fields = pc.ascii_split_whitespace(trimmed)
-    four = pc.equal(pc.list_value_length(fields), 4)
-    wanted = pc.and_(pc.invert(skip), pa.array(~damaged))
-    for row in true_rows(pc.and_(wanted, pc.invert(four))):
-        count = len(fields[row])
-        reason = f"has {count} field{'s' if count != 1 else ''}; {_QRELS_FIELDS}"
-        collector.reject(source, first + row, None, reason, texts[row])
-    good = pc.and_(wanted, four)
-    fields, numbers = fields.filter(good), numbers.filter(good)
+    split = split_lines(
+        block, source, collector.quarantine, (4, 4), _QRELS_FIELDS, False, collector.files
+    )
+    collector.skipped += split.skipped
     columns = {
-        "query_id": pc.list_element(fields, 0),
-        "doc_id": pc.list_element(fields, 2),
-        "grade": pc.list_element(fields, 3),
+        "query_id": pc.list_element(split.fields, 0),
+        "doc_id": pc.list_element(split.fields, 2),
+        "grade": pc.list_element(split.fields, 3),
     }
-    kept_texts = [texts[row] for row in true_rows(good)]
-    collector.check(source, columns, numbers, kept_texts, "qrels")
+    collector.check(source, columns, split.numbers, split.texts, "qrels")
 
 
 def _read_jsonl(source: str, lines: Iterator[Line], collector: _Collector) -> None:

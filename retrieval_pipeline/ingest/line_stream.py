@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from retrieval_pipeline.ingest.gzip import GZIP_MAGIC, GzipStream
 
@@ -41,6 +43,94 @@ QUARANTINE_SCHEMA = pa.schema(
         ("raw_record", pa.string()),
     ]
 )
+# Whitespace around a value, as C's isspace (and trec_eval) sees it.
+SPACE = " \t\n\r\f\v"
+
+
+class Quarantine:
+    """Lines left out, each with its file, line, field and reason (QUARANTINE_SCHEMA); `table()`
+    orders them by file (in reading order) and line."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[object]] = {name: [] for name in QUARANTINE_SCHEMA.names}
+        self.files: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def add(
+        self, source: str, line: int, field: str | None, reason: str, raw: str, file: int = 0
+    ) -> None:
+        for name, value in zip(
+            QUARANTINE_SCHEMA.names, (source, line, field, reason, raw[:RAW_CHARS]), strict=True
+        ):
+            self.columns[name].append(value)
+        self.files.append(file)
+
+    def table(self) -> pa.Table:
+        rows = pa.Table.from_pydict(self.columns, schema=QUARANTINE_SCHEMA)
+        in_order = rows.append_column("_file", pa.array(self.files, pa.int64()))
+        by_line = [("_file", "ascending"), ("source_line", "ascending")]
+        return in_order.sort_by(by_line).drop_columns(["_file"])
+
+
+@dataclass(frozen=True)
+class SplitLines:
+    """The lines of a block that hold a record, split at whitespace: `fields` (a list per line),
+    their numbers and texts; and how many were blank or comments."""
+
+    fields: pa.Array
+    numbers: pa.Array
+    texts: list[str]
+    skipped: int
+
+
+def split_lines(
+    block: LineBlock,
+    source: str,
+    quarantine: Quarantine,
+    counts: tuple[int, int | None],
+    layout: str,
+    comment_after_space: bool,
+    file: int = 0,
+) -> SplitLines:
+    """A block of whitespace-separated lines, as trec_eval reads its files: blank lines and
+    comments (`#` first on the line, or first after leading whitespace with
+    `comment_after_space`) skipped; a damaged line, or one whose number of fields is outside
+    `counts` (least, most or None), quarantined with `layout` in its reason."""
+    texts, first = block.texts, block.first
+    lines = pa.array(texts, pa.string())
+    numbers = pa.array(np.arange(first, first + len(texts), dtype=np.int64))
+    trimmed = pc.utf8_trim(lines, characters=SPACE)
+    damaged = np.zeros(len(texts), dtype=bool)
+    for offset, reason in block.errors.items():
+        damaged[offset] = True
+        quarantine.add(source, first + offset, None, reason, texts[offset], file)
+    comments = pc.starts_with(trimmed if comment_after_space else lines, "#")
+    skip = pc.and_(pc.or_(pc.equal(trimmed, ""), comments), pa.array(~damaged))
+    wanted = pc.and_(pc.invert(skip), pa.array(~damaged))
+    fields = pc.ascii_split_whitespace(trimmed)
+    lengths = pc.list_value_length(fields)
+    least, most = counts
+    fits = pc.greater_equal(lengths, least)
+    if most is not None:
+        fits = pc.and_(fits, pc.less_equal(lengths, most))
+    for row in true_rows(pc.and_(wanted, pc.invert(fits))):
+        count = len(fields[row])
+        reason = f"has {count} field{'s' if count != 1 else ''}; {layout}"
+        quarantine.add(source, first + row, None, reason, texts[row], file)
+    good = pc.and_(wanted, fits)
+    return SplitLines(
+        fields=fields.filter(good),
+        numbers=numbers.filter(good),
+        texts=[texts[row] for row in true_rows(good)],
+        skipped=pc.sum(skip).as_py() or 0,
+    )
+
+
+def true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
+    """The positions where `mask` is true (a null counts as true: never silently dropped)."""
+    return np.flatnonzero(pc.fill_null(mask, True).to_numpy(zero_copy_only=False)).tolist()
 
 
 class ByteStream(Protocol):

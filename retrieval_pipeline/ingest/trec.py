@@ -43,8 +43,14 @@ from retrieval_pipeline.ingest.filesystems import (
     resolve,
     store_errors,
 )
-from retrieval_pipeline.ingest.judgment_rules import NUMBER, SPACE, true_rows
-from retrieval_pipeline.ingest.line_stream import QUARANTINE_SCHEMA, LineBlock, line_blocks
+from retrieval_pipeline.ingest.judgment_rules import NUMBER
+from retrieval_pipeline.ingest.line_stream import (
+    LineBlock,
+    Quarantine,
+    line_blocks,
+    split_lines,
+    true_rows,
+)
 
 RUN_FIELDS = "a run line is `qid Q0 docno rank score tag` (6 fields)"
 TRACE_SCHEMA = pa.schema(
@@ -125,38 +131,16 @@ class _RunLines:
     def __init__(self, source: str) -> None:
         self.source = source
         self.kept: list[pa.Table] = []
-        self.rejects: dict[str, list[object]] = {name: [] for name in QUARANTINE_SCHEMA.names}
+        self.quarantine = Quarantine()
         self.skipped = 0
 
     def reject(self, line: int, field: str | None, reason: str, raw: str) -> None:
-        for name, value in zip(
-            QUARANTINE_SCHEMA.names, (self.source, line, field, reason, raw[:200]), strict=True
-        ):
-            self.rejects[name].append(value)
+        self.quarantine.add(self.source, line, field, reason, raw)
 
     def block(self, block: LineBlock) -> None:
-        texts, first = block.texts, block.first
-        lines = pa.array(texts, pa.string())
-        numbers = pa.array(np.arange(first, first + len(texts), dtype=np.int64))
-        trimmed = pc.utf8_trim(lines, characters=SPACE)
-        damaged = np.zeros(len(texts), dtype=bool)
-        for offset, reason in block.errors.items():
-            damaged[offset] = True
-            self.reject(first + offset, None, reason, texts[offset])
-        skip = pc.or_(pc.equal(trimmed, ""), pc.starts_with(trimmed, "#"))
-        skip = pc.and_(skip, pa.array(~damaged))
-        self.skipped += pc.sum(skip).as_py() or 0
-        fields = pc.ascii_split_whitespace(trimmed)
-        enough = pc.greater_equal(pc.list_value_length(fields), 6)
-        wanted = pc.and_(pc.invert(skip), pa.array(~damaged))
-        for offset in true_rows(pc.and_(wanted, pc.invert(enough))):
-            count = len(fields[offset])
-            reason = f"has {count} field{'s' if count != 1 else ''}; {RUN_FIELDS}"
-            self.reject(first + offset, None, reason, texts[offset])
-        good = pc.and_(wanted, enough)
-        fields = fields.filter(good)
-        kept_texts = [texts[i] for i in true_rows(good)]
-        numbers = numbers.filter(good)
+        split = split_lines(block, self.source, self.quarantine, (6, None), RUN_FIELDS, True)
+        self.skipped += split.skipped
+        fields, numbers, kept_texts = split.fields, split.numbers, split.texts
         score_text = pc.list_element(fields, 4)
         is_number = pc.match_substring_regex(score_text, f"^{NUMBER}$")
         scores = pc.cast(pc.if_else(is_number, score_text, pa.scalar("0")), pa.float64())
@@ -181,8 +165,7 @@ class _RunLines:
     def finish(self, served_at: datetime) -> TrecRun:
         lines = pa.concat_tables(self.kept) if self.kept else _LINES.empty_table()
         lines = self._without_repeats(lines)
-        quarantine = pa.Table.from_pydict(self.rejects, schema=QUARANTINE_SCHEMA)
-        quarantine = quarantine.sort_by([("source_line", "ascending")])
+        quarantine = self.quarantine.table()
         run_id = None
         if lines.num_rows:
             last = pc.index(lines["source_line"], pc.max(lines["source_line"])).as_py()
