@@ -2,6 +2,7 @@
 
     python bench/many_files.py --sizes 10000 [--files 1,100,1440,5000] [--repeat 1]
     python bench/many_files.py --sizes 5000 --files 1,5000      # 5,000 one-line files
+    python bench/many_files.py --sizes 10000 --kind parquet     # Parquet files (no floor row)
 
 Per size, the dataset's records (`generate.py`, JSON lines) are split in order into F files of
 consecutive lines (`part-00000.jsonl`, ...; at 5,000 records and 5,000 files one line each),
@@ -28,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -62,23 +65,33 @@ from read_json(
 """
 
 
-def split_files(ds: Dataset, files: int) -> Path:
-    """The dataset's JSON lines as `files` files of consecutive lines (cached)."""
-    folder = ds.root / "many_files" / f"f{files}"
+def split_files(ds: Dataset, files: int, kind: str = "jsonl") -> Path:
+    """The dataset's records as `files` files of consecutive records, JSON lines or Parquet
+    (cached)."""
+    folder = ds.root / "many_files" / (f"f{files}" if kind == "jsonl" else f"f{files}_{kind}")
     manifest = folder / "manifest.json"
-    if manifest.is_file() and json.loads(manifest.read_text()) == {"files": files}:
+    if manifest.is_file() and json.loads(manifest.read_text()) == {"files": files, "kind": kind}:
         return folder
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    lines = ds.jsonl.read_bytes().splitlines(keepends=True)
-    if files > len(lines):
-        raise ValueError(f"{files} files of {len(lines)} records would leave some empty")
-    bounds = [round(i * len(lines) / files) for i in range(files + 1)]
+    if kind == "parquet":
+        table = pq.read_table(ds.parquet)
+        count = table.num_rows
+    else:
+        lines = ds.jsonl.read_bytes().splitlines(keepends=True)
+        count = len(lines)
+    if files > count:
+        raise ValueError(f"{files} files of {count} records would leave some empty")
+    bounds = [round(i * count / files) for i in range(files + 1)]
     for index in range(files):
-        part = folder / f"part-{index:05d}.jsonl"
-        part.write_bytes(b"".join(lines[bounds[index] : bounds[index + 1]]))
-    manifest.write_text(json.dumps({"files": files}))
+        start, end = bounds[index], bounds[index + 1]
+        part = folder / f"part-{index:05d}.{kind}"
+        if kind == "parquet":
+            pq.write_table(table.slice(start, end - start), part)
+        else:
+            part.write_bytes(b"".join(lines[start:end]))
+    manifest.write_text(json.dumps({"files": files, "kind": kind}))
     return folder
 
 
@@ -96,6 +109,7 @@ def measure(
     repeat: int = 1,
     data_root: Path | None = None,
     file_counts: tuple[int, ...] = FILE_COUNTS,
+    kind: str = "jsonl",
 ) -> list[Row]:
     rows: list[Row] = []
     for size in sizes:
@@ -103,7 +117,7 @@ def measure(
         oracle = oracle_means(ds)
         one_file: float | None = None
         for files in file_counts:
-            folder = split_files(ds, files)
+            folder = split_files(ds, files, kind)
             cmd = [
                 command(), "evaluate", str(folder), "--corpus", str(ds.corpus),
                 "--metrics", ",".join(METRICS), "--gain", "linear", "--format", "json",
@@ -121,7 +135,7 @@ def measure(
             rows.append(
                 Row(
                     "(f) many files",
-                    f"retrieval-pipeline evaluate, {files:,} JSONL file{'s' if files != 1 else ''}",
+                    f"retrieval-pipeline evaluate, {_files(files, kind)}",
                     size,
                     wall,
                     wall,
@@ -133,8 +147,14 @@ def measure(
                     **waits(*procs),
                 )
             )
-            rows.append(_floor_row(folder, files, size, repeat))
+            if kind == "jsonl":  # the floor reads JSON lines
+                rows.append(_floor_row(folder, files, size, repeat))
     return rows
+
+
+def _files(files: int, kind: str = "jsonl") -> str:
+    label = "JSONL" if kind == "jsonl" else "Parquet"
+    return f"{files:,} {label} file{'s' if files != 1 else ''}"
 
 
 def _floor_row(folder: Path, files: int, size: int, repeat: int) -> Row:
@@ -152,7 +172,7 @@ def _floor_row(folder: Path, files: int, size: int, repeat: int) -> Row:
         raise RuntimeError(f"floor of {folder}: {result['records']} records, expected {size}")
     return Row(
         "(f) many files, floor",
-        f"DuckDB read_json, {files:,} JSONL file{'s' if files != 1 else ''}",
+        f"DuckDB read_json, {_files(files)}",
         size,
         result["wall_s"],
         proc.wall_s,
@@ -182,6 +202,7 @@ def floor(folder: Path, repeat: int) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> None:
     options: dict[str, dict[str, Any]] = {
         "--files": {"default": ",".join(map(str, FILE_COUNTS)), "help": "file counts"},
+        "--kind": {"default": "jsonl", "choices": ["jsonl", "parquet"], "help": "file format"},
         "--floor-of": {"type": Path, "default": None, "help": argparse.SUPPRESS},
         "--result": {"type": Path, "default": None, "help": argparse.SUPPRESS},
     }
@@ -190,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         args.result.write_text(json.dumps(floor(args.floor_of, args.repeat)))
         return
     counts = tuple(int(n) for n in str(args.files).split(",") if n)
-    emit(measure(args.sizes, args.seed, args.repeat, file_counts=counts), args.json)
+    emit(measure(args.sizes, args.seed, args.repeat, file_counts=counts, kind=args.kind), args.json)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from retrieval_pipeline.ingest.parquet import parquet_pieces
 from retrieval_pipeline.ingest.pieces import RawPiece, coalesced
 from retrieval_pipeline.store import DayBatches
 from retrieval_pipeline.warehouse.connection import set_time_zone
-from retrieval_pipeline.warehouse.validation import rows_as_raw
+from retrieval_pipeline.warehouse.validation import RowsOfFile, rows_as_raw, rows_of_files_as_raw
 
 TraceSource: TypeAlias = Sequence[Path | str] | pd.DataFrame | pa.Table | DayBatches
 
@@ -110,13 +110,40 @@ def _file_pieces(conn: duckdb.DuckDBPyConnection, files: Sequence[TraceFile]) ->
 def _each_file_pieces(
     conn: duckdb.DuckDBPyConnection, files: Sequence[TraceFile]
 ) -> Iterator[RawPiece]:
+    """Each file's pieces; consecutive small Parquet files of one schema are made raw records
+    together (`rows_of_files_as_raw`), so that their typing is one statement, not one each."""
     with _converter(conn) as converter:
+        held: list[RowsOfFile] = []  # small Parquet files not yet made raw records
+        held_rows = 0
         for order, trace_file in enumerate(files):
             if trace_file.kind == "jsonl":
+                if held:
+                    yield rows_of_files_as_raw(converter, held)
+                    held, held_rows = [], 0
                 yield from jsonl_file_pieces(trace_file.path, order)
-            else:
-                for first_row, rows in parquet_pieces(trace_file.path, ROWS_PER_PIECE):
-                    yield rows_as_raw(converter, rows, trace_file.name, order, first_row)
+                continue
+            file_pieces = parquet_pieces(trace_file.path, ROWS_PER_PIECE)
+            while True:
+                try:
+                    item = next(file_pieces, None)
+                except Exception:
+                    if held:  # the files read before one that cannot be read come first
+                        yield rows_of_files_as_raw(converter, held)
+                    raise
+                if item is None:
+                    break
+                first_row, rows = item
+                joinable = not held or (
+                    held[-1][0].schema.equals(rows.schema)
+                    and held_rows + rows.num_rows <= ROWS_PER_PIECE
+                )
+                if not joinable:
+                    yield rows_of_files_as_raw(converter, held)
+                    held, held_rows = [], 0
+                held.append((rows, trace_file.name, order, first_row))
+                held_rows += rows.num_rows
+        if held:
+            yield rows_of_files_as_raw(converter, held)
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
+from typing import TypeAlias
 
 import duckdb
 import numpy as np
@@ -34,6 +35,9 @@ from retrieval_pipeline.warehouse.judgments import with_judged_labels
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
 
+# Rows of one file: its rows, its name, its place in the ingestion and the number of its first row.
+RowsOfFile: TypeAlias = tuple[pa.Table, str, int, int]
+
 
 def rows_as_raw(
     conn: duckdb.DuckDBPyConnection,
@@ -47,8 +51,17 @@ def rows_as_raw(
     (`_typed_fields`) the rows' JSON text is left to be written where it is read (a quarantined
     record, the JSON lane): writing it for every row was a large share of a Parquet file's
     ingestion (bench/README.md)."""
-    rows = struct_scores_as_json(rows)
-    numbered = numbered_rows(rows, source_file, file_order, first_row)
+    return rows_of_files_as_raw(conn, [(rows, source_file, file_order, first_row)])
+
+
+def rows_of_files_as_raw(conn: duckdb.DuckDBPyConnection, parts: Sequence[RowsOfFile]) -> RawPiece:
+    """`rows_as_raw` of the rows of several files of one schema at once, each row keeping its
+    own file and row number: many small Parquet files cost one set of statements, not one
+    each."""
+    rows = pa.concat_tables([struct_scores_as_json(part[0]) for part in parts])
+    if len(parts) > 1:  # one chunk per column: DuckDB scans a chunk as a vector of its own
+        rows = rows.combine_chunks()
+    numbered = _numbered(rows, parts)
     try:
         typed = _typed_fields(conn, rows)
     except duckdb.InvalidInputException as exc:
@@ -62,10 +75,18 @@ def rows_as_raw(
     except duckdb.InvalidInputException as exc:
         if "duplicate key" not in str(exc):
             raise
-        maps_as_text = maps_as_json(rows)
-        numbered = numbered_rows(maps_as_text, source_file, file_order, first_row)
-        return RawPiece(_rows_as_json(conn, numbered))
+        return RawPiece(_rows_as_json(conn, _numbered(maps_as_json(rows), parts)))
     return RawPiece(raw, typed=typed)
+
+
+def _numbered(rows: pa.Table, parts: Sequence[RowsOfFile]) -> pa.Table:
+    """`rows` (the parts' rows, in order) numbered by the file each came from."""
+    pieces, start = [], 0
+    for part, source_file, file_order, first_row in parts:
+        count = part.num_rows
+        pieces.append(numbered_rows(rows.slice(start, count), source_file, file_order, first_row))
+        start += count
+    return pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0]
 
 
 def _rows_as_json(conn: duckdb.DuckDBPyConnection, numbered: pa.Table) -> pa.Table:
