@@ -84,7 +84,7 @@ def expected_scores() -> dict[str, dict[str, float] | None]:
     for trace in TRACES:
         trace_id = str(trace["trace_id"])
         labels = OWN.get(trace_id, JUDGED.get(str(trace["query_id"]), {}))
-        scores = score_trace(trace["retrieved_ids"], labels, CONFIG.metric_objects())  # type: ignore[arg-type]
+        scores = score_trace(trace["retrieved_ids"], labels, CONFIG.metric_objects())
         if scores is None and trace_id in OWN:  # judged with nothing relevant: 0, as trec_eval
             scores = dict.fromkeys(CONFIG.metrics, 0.0)
         out[trace_id] = scores
