@@ -37,9 +37,9 @@ from retrieval_pipeline.defs.schedules import nightly_job, nightly_schedule
 from retrieval_pipeline.warehouse.connection import memory_limit
 
 ASSETS = [
-    judgments.judgments,
     assets.traces,
     assets.corpus,
+    judgments.judgments,
     assets.labels,
     assets.query_metrics,
     assets.segment_metrics,
