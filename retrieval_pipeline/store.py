@@ -1,18 +1,25 @@
 """Where traces come from: a narrow trace-store interface and its local-directory default.
 
 Knows nothing of Dagster. The pipeline asks a store for three things only: the days it holds, the
-trace files of one day, and the current corpus snapshot. Another store (object storage, a database,
-an observability export) plugs in by implementing `TraceStore`, for example by fetching a day's
-objects into a local cache and returning those paths; no asset changes.
+trace files of one day, and the current corpus snapshot; and, where the store has them, its
+judgments (`judgment_sources`). Another store (object storage, a database, an observability
+export) plugs in by implementing `TraceStore`; one whose day is not local files also implements
+`day_source(day)`, returning URLs or record batches (`DaySource`): `ingest.stores` holds the
+object-store and Delta Lake stores. No asset changes.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # As `evaluate` reads them (ingest.files: JSONL_SUFFIXES + PARQUET_SUFFIXES, held equal by a
 # test), in any case: `x.ndjson` and `UPPER.JSONL` are trace files too; `.json`: OTLP/JSON span
@@ -190,3 +197,34 @@ class LocalTraceStore:
             return None
         # newest snapshot wins; the name breaks ties (snapshots are usually named by date)
         return max(files, key=lambda path: (path.stat().st_mtime_ns, path.name))
+
+    def judgment_sources(self) -> list[Path]:
+        """The store's `judgments/` folder (issue 23), or nothing when it has none."""
+        folder = self.path("judgments")
+        return [folder] if folder.is_dir() else []
+
+
+@dataclass(frozen=True)
+class DayBatches:
+    """A day's traces as Arrow record batches, from a table format (a Delta Lake table's day
+    partition, `ingest.stores`) rather than from files; read when `batches()` is called."""
+
+    description: str
+    batches: Callable[[], Iterator[pa.RecordBatch]]
+
+
+# What a day's ingestion reads: local files, object-store URLs, or record batches.
+DaySource: TypeAlias = Sequence[Path | str] | DayBatches
+
+
+def day_source(store: TraceStore, day: date) -> DaySource:
+    """What the pipeline ingests for `day`: the store's own `day_source(day)` where it has one
+    (an object store's URLs, a table's record batches), else its trace files."""
+    own = getattr(store, "day_source", None)
+    return own(day) if callable(own) else store.trace_files(day)
+
+
+def judgment_sources(store: TraceStore) -> Sequence[Path | str]:
+    """The store's judgments (files, folders or URLs), or none where it keeps none."""
+    own = getattr(store, "judgment_sources", None)
+    return own() if callable(own) else []

@@ -1,4 +1,5 @@
--- Trace counts behind `query_metrics` for partitions $start_date..$end_date, read from the rows of
+-- Trace counts behind `query_metrics` for partitions $start_date..$end_date (by_judgments:
+-- annotated by the judgments, not by labels of their own), read from the rows of
 -- one of the metrics they were computed with ($metric): engine.compute_query_metrics writes every
 -- trace of those partitions once per metric, so these rows are its traces, one each, without a
 -- distinct over every metric's rows (at 1M traces 5M rows, 0.12-0.2 s).
@@ -7,19 +8,26 @@ with
 
 per_trace as (
     select
-        is_annotated,
-        n_relevant
+        query_metrics.is_annotated,
+        query_metrics.n_relevant,
+        -- annotated without labels of its own: by the judgments (warehouse.judgments)
+        query_metrics.is_annotated and not traces.is_judged as by_judgments
     from query_metrics
+    inner join traces
+        on
+            query_metrics.partition_date = traces.partition_date
+            and query_metrics.trace_id = traces.trace_id
     where
-        partition_date between $start_date and $end_date
-        and metric = $metric
+        query_metrics.partition_date between $start_date and $end_date
+        and query_metrics.metric = $metric
 ),
 
 final as (
     select
         count(*) as traces,
         count(*) filter (where is_annotated) as annotated,
-        count(*) filter (where is_annotated and n_relevant = 0) as no_relevant
+        count(*) filter (where is_annotated and n_relevant = 0) as no_relevant,
+        count(*) filter (where by_judgments) as by_judgments
     from per_trace
 )
 

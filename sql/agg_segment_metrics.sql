@@ -1,5 +1,6 @@
 -- Per partition, segment and variant, plus one overall row per variant (segment = $overall_segment,
--- every segment of that variant pooled): traces, annotated traces, annotation coverage, and for
+-- every segment of that variant pooled): traces, annotated traces (judged_traces of them labelled
+-- by the judgments, the others by labels of their own), annotation coverage, and for
 -- every metric in query_metrics (one row per metric) its mean over the annotated traces with a 95%
 -- confidence interval, its threshold and its status.
 --
@@ -34,7 +35,9 @@ scoped_traces as (
         traces.partition_date,
         traces.segment,
         traces.variant,
-        annotated_traces.trace_id is not null as is_annotated
+        annotated_traces.trace_id is not null as is_annotated,
+        -- annotated without labels of its own: by the judgments (warehouse.judgments)
+        annotated_traces.trace_id is not null and not traces.is_judged as by_judgments
     from traces
     left join annotated_traces
         on
@@ -49,7 +52,8 @@ trace_counts as (
         variant,
         if(grouping(segment) = 1, $overall_segment, segment) as segment,
         count(*) as traces,
-        count(*) filter (where is_annotated) as annotated_traces
+        count(*) filter (where is_annotated) as annotated_traces,
+        count(*) filter (where by_judgments) as judged_traces
     from scoped_traces
     group by grouping sets ((partition_date, segment, variant), (partition_date, variant))
 ),
@@ -88,6 +92,7 @@ grid as (
         trace_counts.variant,
         trace_counts.traces,
         trace_counts.annotated_traces,
+        trace_counts.judged_traces,
         day_metrics.metric
     from trace_counts
     inner join day_metrics on trace_counts.partition_date = day_metrics.partition_date
@@ -126,6 +131,7 @@ final as (
         metric,
         traces,
         annotated_traces,
+        judged_traces,
         n,
         mean,
         threshold,

@@ -30,6 +30,9 @@
 -- Edge cases: a trace that was not judged, or whose labels are all stale, is unannotated and gets
 -- null values; an annotated trace with R = 0 scores 0 on every metric but the graded ones (nDCG,
 -- err, rbp: 0 when every grade is 0) and rbp@P_residual (1 - what its judged documents cover).
+-- A trace "judged" names labels of its own (relevant_ids or relevance_scores, maybe empty); one
+-- that names none but has labels got them from the judgments (warehouse.judgments): annotated
+-- the same way (an annotated trace that is not judged was labelled by the judgments).
 -- Each label carries its rank in retrieved_ids (found at ingestion, after repeats were dropped:
 -- sql/stg_trace_records.sql and engine.keep_first_occurrences), so the id lists are not read here.
 -- Fresh labels are the trace's own labels minus those `labels` marks stale for it (only the stale
@@ -124,7 +127,8 @@ judged_lists as (
                 )
             )
         ) as judged_list,
-        is_judged and (n_labels_given = 0 or len(fresh) > 0) as is_annotated,
+        (is_judged or n_labels_given > 0)
+        and (n_labels_given = 0 or len(fresh) > 0) as is_annotated,
         len(list_filter(fresh, lambda l: l.grade >= $relevance_level)) as n_relevant,
         len(list_filter(fresh, lambda l: l.grade < $relevance_level)) as n_nonrelevant,
         list_transform(

@@ -1,7 +1,8 @@
 -- One partition's segment metrics against a baseline window: per segment, variant and metric the
 -- mean (the day's value), the baseline (the pooled mean over the window's annotated traces, i.e.
 -- the day means weighted by their trace counts), delta = mean - baseline, and the day's
--- threshold, minimum of annotated traces, status and margin from segment_metrics.
+-- threshold, minimum of annotated traces, status and margin from segment_metrics, with its
+-- annotated traces (judged_traces of them labelled by the judgments).
 --
 -- Days of the window without segment_metrics rows, or whose mean is missing or NaN (a score that
 -- could not be computed), are simply absent: baseline_days says how many contributed; no
@@ -39,6 +40,7 @@ final as (
         current_day.metric,
         current_day.traces,
         current_day.annotated_traces,
+        current_day.judged_traces,
         current_day.coverage,
         current_day.n,
         current_day.mean,

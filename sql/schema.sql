@@ -88,3 +88,32 @@ create table if not exists query_metrics (
     metric varchar not null,            -- canonical name: ndcg@10, mrr, precision@5, ...
     value double                        -- null for an unannotated trace
 );
+
+-- A column added since a warehouse may have been written (segment_metrics and regression_report
+-- are created on first use, from sql/agg_segment_metrics.sql and sql/rpt_regression.sql): the
+-- annotated traces labelled by the judgments.
+alter table if exists segment_metrics add column if not exists judged_traces bigint default 0;
+alter table if exists regression_report add column if not exists judged_traces bigint default 0;
+
+-- Judgments (retrieval_pipeline.ingest.judgments): one grade per (query, document), from the
+-- store's judgments/ folder or `evaluate --judgments`, replaced whole at each load. They label
+-- every trace of their query that carries no labels of its own, when its day is ingested
+-- (sql/stg_judged_labels.sql).
+create table if not exists judgments (
+    query_id varchar not null,
+    doc_id varchar not null,
+    grade double not null,
+    judged_at timestamptz,
+    label_source varchar not null,
+    source_file varchar not null,
+    source_line bigint not null        -- the line (Parquet: row) it was read from
+);
+
+-- The judgment lines that could not be read, with their reasons, replaced with `judgments`.
+create table if not exists judgment_rejects (
+    source_file varchar not null,
+    source_line bigint not null,
+    field varchar,                      -- null for a whole-line problem
+    reason varchar not null,
+    raw_record varchar not null
+);

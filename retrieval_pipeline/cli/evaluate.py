@@ -22,6 +22,7 @@ from retrieval_pipeline.cli.options import (
 if TYPE_CHECKING:
     from retrieval_pipeline.ab.stages import StageGain
     from retrieval_pipeline.ingest.span_pieces import SpanReading
+    from retrieval_pipeline.cli.trec import TrecInput
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
 # Quarantined records shown in the summary (all of them go to --quarantine).
@@ -29,7 +30,21 @@ SHOWN_QUARANTINED = 5
 
 
 @click.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=False)
+@click.option(
+    "--judgments",
+    "judgments",
+    multiple=True,
+    help="Judgments (TREC qrels, or .csv/.jsonl/.parquet with query_id, doc_id, grade): they "
+    "label every trace of their query that has no labels of its own. A file, folder or "
+    "s3:// URL; repeatable.",
+)
+@click.option(
+    "--trec-run",
+    default=None,
+    help="A TREC run file (qid Q0 docno rank score tag) to score instead of TRACES, each query "
+    "ordered as trec_eval orders it.",
+)
 @click.option(
     "--corpus",
     type=click.Path(path_type=Path),
@@ -70,14 +85,20 @@ SHOWN_QUARANTINED = 5
 )
 @click.option(
     "--format",
+    "--output-format",
     "fmt",
-    type=click.Choice(["table", "json"]),
+    type=click.Choice(["table", "json", "trec"]),
     default="table",
     show_default=True,
-    help="Summary format on standard output.",
+    help="Standard output: a summary (table, json), or trec_eval's lines per query and for "
+    "all (trec; linear gain unless --gain says otherwise).",
 )
+@click.pass_context
 def evaluate(
-    traces: tuple[Path, ...],
+    ctx: click.Context,
+    traces: tuple[str, ...],
+    judgments: tuple[str, ...],
+    trec_run: str | None,
     corpus: Path | None,
     metrics: str,
     gain: str,
@@ -90,10 +111,11 @@ def evaluate(
     stages: bool,
     fmt: str,
 ) -> None:
-    """Score TRACES (files or directories of .jsonl, .jsonl.gz, .parquet, and OTLP/JSON span
-    exports, found by their content)."""
+    """Score TRACES (files, folders or s3:// URLs of .jsonl, .jsonl.gz, .parquet, and OTLP/JSON
+    span exports, found by their content), or a TREC run (--trec-run)."""
     import duckdb
 
+    from retrieval_pipeline.cli.trec import read_run, trec_output
     from retrieval_pipeline.config import load_config
     from retrieval_pipeline.ingest.files import TraceFileError
     from retrieval_pipeline.ingest.span_pieces import SpanReading
@@ -101,15 +123,23 @@ def evaluate(
     from retrieval_pipeline.reports.per_query import output_format, write_table
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
+    if bool(traces) == bool(trec_run):
+        raise click.UsageError("give trace files (TRACES) or --trec-run RUN, one of the two")
+    if fmt == "trec" and ctx.get_parameter_source("gain") is click.core.ParameterSource.DEFAULT:
+        gain = "linear"  # trec_eval's nDCG
+    run_input: TrecInput | None = None
     try:
         for path in (output, quarantine):
             if path is not None:
                 output_format(path)
+        if trec_run is not None:
+            run_input = read_run(trec_run)
+        source = run_input.records if run_input is not None else list(traces)
         reading = SpanReading(load_config(config_path).trace_format)
         # the quarantine goes to its file from the warehouse, a batch at a time; the summary
         # shows the first few
         run = run_evaluation(
-            list(traces),
+            source,
             metrics,
             corpus,
             gain,
@@ -119,7 +149,11 @@ def evaluate(
             gmax=gmax,
             judged_only=judged_only,
             spans=reading,
+            judgments=list(judgments),
         )
+        if run_input is not None:
+            run = run_input.with_run_lines(run)
+        lines = trec_output(run, run_input, gain) if fmt == "trec" else None
         if stages:
             staged = stage_runs(list(traces), metrics, corpus, gain, relevance_level, reading)
     except (MetricConfigError, TraceFileError, ValueError, OSError) as exc:
@@ -131,12 +165,18 @@ def evaluate(
         write_table(run.per_query, output)
     from retrieval_pipeline.reports.stages import stages_data, stages_text
 
-    if not stages:
-        click.echo(json.dumps(summary(run), indent=2) if fmt == "json" else summary_text(run))
+    if lines is not None:
+        click.echo("\n".join(lines))
+    elif not stages:
+        click.echo(
+            json.dumps(summary(run, run_input), indent=2)
+            if fmt == "json"
+            else summary_text(run, run_input)
+        )
     elif fmt == "json":
-        click.echo(json.dumps(summary(run) | stages_data(*staged), indent=2))
+        click.echo(json.dumps(summary(run, run_input) | stages_data(*staged), indent=2))
     else:
-        click.echo(summary_text(run) + "\n\n" + stages_text(*staged))
+        click.echo(summary_text(run, run_input) + "\n\n" + stages_text(*staged))
 
 
 StageSummary: TypeAlias = tuple[
@@ -145,7 +185,7 @@ StageSummary: TypeAlias = tuple[
 
 
 def stage_runs(
-    traces: list[Path],
+    traces: list[str],
     metrics: str,
     corpus: Path | None,
     gain: str,
@@ -178,8 +218,9 @@ def stage_runs(
     return means, scored, gains
 
 
-def summary(run: EvaluationRun) -> dict[str, object]:
+def summary(run: EvaluationRun, trec: TrecInput | None = None) -> dict[str, object]:
     """The counts and means a user is told, as data."""
+    judged = run.judgments
     return {
         "records_read": run.ingest.read,
         "records_scored": run.ingest.valid,
@@ -187,6 +228,8 @@ def summary(run: EvaluationRun) -> dict[str, object]:
         "spans_skipped": run.ingest.skipped,
         "files": run.ingest.files,
         "traces_annotated": run.traces.annotated,
+        "traces_labelled_by_own_labels": run.traces.by_own_labels,
+        "traces_labelled_by_judgments": run.traces.by_judgments,
         "traces_unannotated": run.traces.unannotated,
         "traces_no_relevant": run.traces.no_relevant,
         "labels": run.labels.labels,
@@ -196,6 +239,13 @@ def summary(run: EvaluationRun) -> dict[str, object]:
         "corpus_rows_rejected": run.corpus.rejected,
         "judged_only": run.judged_only,
         "judged_share": {"metric": run.judged_metric, "mean": run.judged_share},
+        "judgments": judged.judgments,
+        "judgment_lines_read": judged.read,
+        "judgment_lines_quarantined": judged.quarantined,
+        "judgments_superseded": judged.superseded,
+        "judged_queries": run.judged_queries.judged,
+        "judged_queries_without_trace": run.judged_queries.without_trace,
+        **(trec.counts() if trec is not None else {}),
         "means": run.means(),
     }
 
@@ -215,13 +265,14 @@ def _judged_text(run: EvaluationRun) -> str:
     )
 
 
-def summary_text(run: EvaluationRun) -> str:
+def summary_text(run: EvaluationRun, trec: TrecInput | None = None) -> str:
     ingest, traces, labels = run.ingest, run.traces, run.labels
     coverage = traces.annotated / traces.traces if traces.traces else 0.0
     skipped = (
         f", {ingest.skipped} skipped (spans of other kinds or stages)" if ingest.skipped else ""
     )
-    lines = [
+    lines = [trec.words()] if trec is not None else []
+    lines += [
         f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored, "
         f"{ingest.quarantined} quarantined{skipped}.",
         f"Annotated traces: {traces.annotated} of {traces.traces} ({coverage:.1%}); "
@@ -231,13 +282,19 @@ def summary_text(run: EvaluationRun) -> str:
         f"Labels: {labels.labels}, of which {labels.stale} stale and dropped "
         f"({labels.traces_with_stale} traces); repeated retrieved ids dropped: "
         f"{ingest.duplicate_ids_dropped}.",
-        "",
-        f"{'metric':<16}{'mean':>10}  over",
     ]
+    if run.judgments.files:
+        lines += [
+            f"Judgments: {run.judgments.words()}.",
+            f"Labelled by their own labels: {traces.by_own_labels} traces; by the judgments: "
+            f"{traces.by_judgments}; judged queries with no trace: "
+            f"{run.judged_queries.without_trace} of {run.judged_queries.judged}.",
+        ]
+    lines += ["", f"{'metric':<16}{'mean':>10}  over"]
     for name, mean in run.means().items():
         shown = "-" if mean is None else f"{mean:.4f}"
         lines.append(f"{name:<16}{shown:>10}  {traces.annotated} annotated traces")
-    if ingest.quarantined:
+    if len(run.quarantine):
         lines += ["", f"Quarantined (first {SHOWN_QUARANTINED}):"]
         for row in run.quarantine.head(SHOWN_QUARANTINED).itertuples():
             lines.append(f"  {row.source_file}:{row.source_line}: {row.reason}")

@@ -20,7 +20,7 @@ from retrieval_pipeline.config import config_path, load_config
 from retrieval_pipeline.defs import live
 from retrieval_pipeline.defs.ab import assets as ab
 from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
-from retrieval_pipeline.defs.nightly import assets, checks, click_labels, gate
+from retrieval_pipeline.defs.nightly import assets, checks, click_labels, gate, judgments
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
@@ -41,6 +41,7 @@ from retrieval_pipeline.warehouse.connection import memory_limit
 ASSETS = [
     assets.traces,
     assets.corpus,
+    judgments.judgments,
     assets.labels,
     assets.query_metrics,
     assets.segment_metrics,

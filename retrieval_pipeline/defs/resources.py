@@ -15,7 +15,8 @@ from retrieval_pipeline import environment
 from retrieval_pipeline.config import PipelineConfig, load_config
 from retrieval_pipeline.ingest.phoenix import PhoenixStore
 from retrieval_pipeline.ingest.span_pieces import SpanReading
-from retrieval_pipeline.store import LocalTraceStore, TraceStore
+from retrieval_pipeline.ingest.stores import open_store
+from retrieval_pipeline.store import TraceStore
 from retrieval_pipeline.warehouse.connection import UnreadableDatabaseError, connect
 
 DB_ENV = "RETRIEVAL_PIPELINE_DB"
@@ -35,13 +36,16 @@ def store_retrieved_ids() -> bool:
 
 
 class TraceStoreResource(dg.ConfigurableResource):
-    """Where traces come from; the default is a local directory (see `store.LocalTraceStore`).
+    """Where traces come from: a local folder (`store.LocalTraceStore`), an `s3://` URL with the
+    same layout, or either whose `traces/` is a Delta Lake table (`ingest.stores.open_store`;
+    the object store's endpoint and credentials from the usual AWS variables).
 
     Span exports among a day's files are read through `config_path`'s `[trace_format]`. With
     `phoenix_endpoint` and `phoenix_project` the store is a Phoenix server instead
     (`ingest.phoenix.PhoenixStore`): a day is that project's spans started in it, read through
-    the Phoenix client (the `phoenix` extra). Another store (object storage, a database) is a
-    subclass that overrides `get_store()` to return its own `TraceStore`; no asset changes."""
+    the Phoenix client (the `phoenix` extra). Another store (a database, an observability
+    export) is a subclass that overrides `get_store()` to return its own `TraceStore`; no asset
+    changes."""
 
     root: str
     phoenix_endpoint: str | None = None
@@ -63,7 +67,7 @@ class TraceStoreResource(dg.ConfigurableResource):
                     f"({PHOENIX_ENDPOINT_ENV}, {PHOENIX_PROJECT_ENV})"
                 )
             return PhoenixStore(self.phoenix_endpoint, self.phoenix_project)
-        return LocalTraceStore(self.root)
+        return open_store(self.root)
 
 
 class WarehouseResource(DuckDBResource):

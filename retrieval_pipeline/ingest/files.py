@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval_pipeline.ingest.filesystems import Location, is_url, list_files, resolve
 from retrieval_pipeline.ingest.otlp import SpanFileError, sniff_file
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
@@ -30,15 +31,26 @@ class TraceFileError(ValueError):
 
 @dataclass(frozen=True)
 class TraceFile:
-    path: Path
+    path: Path | Location  # a local file, or one in an object store (`ingest.filesystems`)
     kind: str  # "jsonl", "parquet" or "otlp"
 
+    @property
+    def name(self) -> str:
+        """The file as records name it (`source_file`): its path, or its URL."""
+        return source_name(self.path)
 
-def _kind(path: Path) -> str | None:
+
+def source_name(path: Path | Location) -> str:
+    return path.url if isinstance(path, Location) else str(path)
+
+
+def _kind(path: Path | Location) -> str | None:
     name = path.name.lower()
     if name.endswith(JSONL_SUFFIXES + OTLP_ONLY_SUFFIXES):
+        # span exports are told by content, in local files (an object store's are read as JSON
+        # lines; docs/spans.md)
         try:
-            otlp = sniff_file(path)
+            otlp = not isinstance(path, Location) and sniff_file(path)
         except SpanFileError:  # unreadable or not gzip: the JSON-lines reader says so
             otlp = False
         if otlp:
@@ -50,9 +62,13 @@ def _kind(path: Path) -> str | None:
 
 
 def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
-    """Expand files and directories (recursively) into trace files, in a stable order."""
+    """Expand files and directories (recursively) into trace files, in a stable order; an
+    `s3://` URL names a file or a prefix in an object store (`ingest.filesystems`)."""
     found: list[TraceFile] = []
     for given in paths:
+        if is_url(given):
+            found += _in_store(str(given))
+            continue
         path = Path(given)
         if path.is_dir():
             for child in sorted(p for p in path.rglob("*") if p.is_file()):
@@ -86,3 +102,19 @@ def _named(path: Path) -> Path:
             "its records; rename it"
         ) from None
     return path
+
+
+def _in_store(url: str) -> list[TraceFile]:
+    """The trace files at an object store's URL: the file, or those under the prefix, in name
+    order (`filesystems.list_files`; a file named on its own must be a trace file)."""
+    location = resolve(url)
+    files = list_files(location)
+    if len(files) == 1 and files[0].path == location.path:
+        kind = _kind(location)
+        if kind is None:
+            raise TraceFileError(
+                f"{url}: not a trace file; expected one of "
+                f"{', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)}"
+            )
+        return [TraceFile(location, kind)]
+    return [TraceFile(f, kind) for f in files if (kind := _kind(f)) is not None]

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import numpy as np
 import pyarrow as pa
 
-from retrieval_pipeline.ingest.files import TraceFileError
+from retrieval_pipeline.ingest.files import TraceFileError, source_name
+from retrieval_pipeline.ingest.filesystems import Location, StoreError, open_file
 from retrieval_pipeline.ingest.gzip import GZIP_MAGIC, GzipStream
 from retrieval_pipeline.ingest.lines import MAX_LINE_BYTES, PIECE_LINES, LinePiece, LineSplitter
 from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece, file_columns
@@ -43,8 +45,21 @@ class JsonlPiece:
     line_errors: Mapping[int, str] = field(default_factory=dict)
 
 
+def _open(path: Path | Location) -> BinaryIO:
+    """The file for reading: a local one, or one in an object store (read as stored)."""
+    if isinstance(path, Location):
+        try:
+            return cast(BinaryIO, open_file(path))
+        except StoreError as exc:
+            raise TraceFileError(str(exc)) from exc
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise TraceFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+
+
 def jsonl_pieces(
-    path: Path, piece_bytes: int | None = None, max_line_bytes: int | None = None
+    path: Path | Location, piece_bytes: int | None = None, max_line_bytes: int | None = None
 ) -> Iterator[JsonlPiece]:
     """The file in pieces of whole lines (`ingest.lines`: each bounded in bytes and lines, a line
     longer than `max_line_bytes` named instead of kept); a gzip file is decompressed member by
@@ -52,15 +67,13 @@ def jsonl_pieces(
     a gzip bomb is never held inflated."""
     piece_bytes = piece_bytes or PIECE_BYTES
     gzipped = path.name.lower().endswith(".gz")
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise TraceFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    path_name = source_name(path)
+    handle = _open(path)
     splitter = LineSplitter(piece_bytes, PIECE_LINES, max_line_bytes or MAX_LINE_BYTES)
     with handle:
         # An empty file holds no records; one cut inside the gzip header is a truncated stream.
         if gzipped and not GZIP_MAGIC.startswith(handle.read(2)):
-            raise TraceFileError(f"{path}: not a gzip file (the name ends in .gz)")
+            raise TraceFileError(f"{path_name}: not a gzip file (the name ends in .gz)")
         handle.seek(0)
         stream = GzipStream() if gzipped else None
         read_any, error = False, None
@@ -68,7 +81,7 @@ def jsonl_pieces(
             try:
                 block = handle.read(_READ_BYTES)
             except OSError as exc:
-                raise TraceFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+                raise TraceFileError(f"{path_name}: cannot be read ({_words(exc)})") from exc
             if not block:
                 break
             read_any = True
@@ -200,14 +213,22 @@ def jsonl_piece(
     )
 
 
+def _words(exc: OSError) -> str:
+    return exc.strerror or " ".join(str(exc).split())
+
+
 def jsonl_file_pieces(
-    path: Path, order: int, piece_bytes: int | None = None, max_line_bytes: int | None = None
+    path: Path | Location,
+    order: int,
+    piece_bytes: int | None = None,
+    max_line_bytes: int | None = None,
 ) -> Iterator[RawPiece]:
     """Raw records of one JSON-lines file, a piece at a time."""
+    name = source_name(path)
     for piece in jsonl_pieces(path, piece_bytes, max_line_bytes):
         yield jsonl_piece(
             piece.data,
-            str(path),
+            name,
             order,
             piece.stream_error,
             piece.first_line,

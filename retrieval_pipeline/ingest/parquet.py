@@ -17,7 +17,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from retrieval_pipeline.ingest.files import REQUIRED_FIELDS, TraceFileError
+from retrieval_pipeline.ingest.files import REQUIRED_FIELDS, TraceFileError, source_name
+from retrieval_pipeline.ingest.filesystems import Location, StoreError, open_file
 
 # Every field of a trace record: other columns are not read by the pipeline.
 TRACE_FIELDS = (
@@ -43,7 +44,7 @@ def parquet_table(path: Path) -> pa.Table:
     return table
 
 
-def _require_columns(path: Path, names: Sequence[str]) -> None:
+def _require_columns(path: Path | str, names: Sequence[str]) -> None:
     missing = [name for name in REQUIRED_FIELDS if name not in names]
     if missing:
         raise TraceFileError(
@@ -56,29 +57,37 @@ def _require_columns(path: Path, names: Sequence[str]) -> None:
 PARQUET_READ_BUFFER = 1 << 20
 
 
-def parquet_pieces(path: Path, rows_per_piece: int) -> Iterator[tuple[int, pa.Table]]:
+def parquet_pieces(path: Path | Location, rows_per_piece: int) -> Iterator[tuple[int, pa.Table]]:
     """A Parquet trace file a piece at a time: (number of the piece's first row, rows).
 
     Read as a stream, not pre-buffered: pyarrow's pre-buffering read row groups ahead and kept
     their bytes until the file was closed, so the process grew with the file (bench/README.md);
     streamed, its buffers stay at a few row groups."""
+    name = source_name(path)
     try:
-        parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=PARQUET_READ_BUFFER)
+        source = open_file(path) if isinstance(path, Location) else path
+        parquet = pq.ParquetFile(source, pre_buffer=False, buffer_size=PARQUET_READ_BUFFER)
+    except StoreError as exc:
+        raise TraceFileError(str(exc)) from exc
     except (OSError, pa.ArrowException) as exc:
-        raise TraceFileError(f"{path}: not a readable Parquet file ({exc})") from exc
-    columns = readable_columns(path, parquet.schema_arrow)
-    _require_columns(path, parquet.schema_arrow.names)
-    first_row = 1
-    batches = parquet.iter_batches(batch_size=rows_per_piece, columns=columns)
-    while True:
-        try:
-            batch = next(batches, None)
-        except (OSError, pa.ArrowException) as exc:
-            raise TraceFileError(f"{path}: not a readable Parquet file ({exc})") from exc
-        if batch is None:
-            return
-        yield first_row, pa.Table.from_batches([batch])
-        first_row += batch.num_rows
+        raise TraceFileError(f"{name}: not a readable Parquet file ({exc})") from exc
+    try:
+        columns = readable_columns(name, parquet.schema_arrow)
+        _require_columns(name, parquet.schema_arrow.names)
+        first_row = 1
+        batches = parquet.iter_batches(batch_size=rows_per_piece, columns=columns)
+        while True:
+            try:
+                batch = next(batches, None)
+            except (OSError, pa.ArrowException) as exc:
+                raise TraceFileError(f"{name}: not a readable Parquet file ({exc})") from exc
+            if batch is None:
+                return
+            yield first_row, pa.Table.from_batches([batch])
+            first_row += batch.num_rows
+    finally:
+        if isinstance(source, pa.NativeFile):  # a stream this function opened
+            source.close()
 
 
 def _unreadable(kind: pa.DataType) -> bool:

@@ -6,6 +6,7 @@ validates each (`warehouse.validation.stage_records`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,3 +85,75 @@ def file_columns(name: str, order: int, count: int) -> tuple[pa.Array, pa.Array]
         pa.array([name], pa.string()).take(np.zeros(count, dtype=np.int64)),
         pa.array(np.full(count, order, dtype=np.int32)),
     )
+
+
+def coalesced(pieces: Iterable[RawPiece], max_rows: int, max_bytes: int) -> Iterator[RawPiece]:
+    """`pieces` in order, consecutive small ones joined into one of at most `max_rows` records
+    and `max_bytes` of text, so that a day of many small files is validated in a few sets of
+    statements rather than one set per file (issue 23: a statement per file cost a fixed share
+    of a second each, bench/README.md). Only pieces of one kind are joined: JSON-lines text
+    pieces (their texts joined line for line), records without text, or typed rows of one
+    schema; each row keeps its own file, file order and line, so reasons and repeats name the
+    right file."""
+    held: list[RawPiece] = []
+    rows = size = 0
+    iterator = iter(pieces)
+    while True:
+        try:
+            piece = next(iterator)
+        except StopIteration:
+            break
+        except Exception:
+            # a file that cannot be read: the pieces read before it are handed out first, as
+            # they would be without joining, then the error
+            if held:
+                yield _joined(held)
+            raise
+        count, weight = piece.records.num_rows, _text_bytes(piece)
+        if held and (
+            not _joinable(held[-1], piece) or rows + count > max_rows or size + weight > max_bytes
+        ):
+            yield _joined(held)
+            held, rows, size = [], 0, 0
+        held.append(piece)
+        rows, size = rows + count, size + weight
+    if held:
+        yield _joined(held)
+
+
+def _text_bytes(piece: RawPiece) -> int:
+    if piece.jsonl is not None:
+        return len(piece.jsonl)
+    return int(piece.records.nbytes)
+
+
+def _kind(piece: RawPiece) -> tuple[object, ...]:
+    if piece.typed is not None:
+        rows = piece.rows.schema if piece.rows is not None else None
+        return ("typed", piece.typed.schema, rows)
+    return ("text",) if piece.jsonl is not None else ("records",)
+
+
+def _joinable(last: RawPiece, piece: RawPiece) -> bool:
+    return _kind(last) == _kind(piece)
+
+
+def _joined(held: list[RawPiece]) -> RawPiece:
+    if len(held) == 1:
+        return held[0]
+    first = held[0]
+    # one chunk per column: DuckDB scans an Arrow table a chunk at a time, and thousands of
+    # chunks of a line or two would each take a vector of their own (in time and in memory)
+    records = pa.concat_tables([piece.records for piece in held]).combine_chunks()
+    skipped = sum(piece.skipped for piece in held)
+    if first.jsonl is not None:
+        texts = [piece.jsonl or b"" for piece in held]
+        # each piece's last line ends with a newline before the next piece's first one
+        text = b"".join(t if not t or t.endswith(b"\n") else t + b"\n" for t in texts)
+        return RawPiece(records, text, skipped=skipped)
+    typed = rows = None
+    if first.typed is not None:
+        typed = pa.concat_tables([p.typed for p in held if p.typed is not None]).combine_chunks()
+    if first.rows is not None:
+        rows = pa.concat_tables([p.rows for p in held if p.rows is not None]).combine_chunks()
+    return RawPiece(records, typed=typed, rows=rows, skipped=skipped)

@@ -175,6 +175,22 @@ class RegressionReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
+    def labelled_by_judgments(self) -> str | None:
+        """How the day's annotated traces were labelled, in words (over every variant), when
+        the judgments labelled any: by labels of their own, or by the judgments."""
+        if "judged_traces" not in self.rows.columns:
+            return None
+        overall = self.rows[self.rows["segment"] == OVERALL_SEGMENT]
+        per_variant = overall.drop_duplicates(["variant"])
+        judged = int(per_variant["judged_traces"].fillna(0).sum())
+        if not judged:
+            return None
+        annotated = int(per_variant["annotated_traces"].sum())
+        return (
+            f"Annotated traces: {annotated}, of which {annotated - judged} by labels of their own "
+            f"and {judged} by the judgments."
+        )
+
     def markdown_table(self) -> str:
         header = ["segment", "variant", "metric", "value", "95% CI", "baseline", "delta"]
         header += ["threshold", "status", "margin", "annotated / traces"]
@@ -216,6 +232,9 @@ class RegressionReport:
             parts.append("\n".join(f"- {m.words(escape_markdown)}" for m in self.misses))
         else:
             parts.append("**No threshold misses.**")
+        labelled = self.labelled_by_judgments()
+        if labelled is not None:
+            parts.append(labelled)
         short = _insufficient(self.rows)
         if short:
             names = ", ".join(

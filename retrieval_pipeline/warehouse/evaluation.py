@@ -7,14 +7,16 @@ runs the same warehouse steps partition by partition against the warehouse file.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from retrieval_pipeline.ingest.span_pieces import SpanReading
+from retrieval_pipeline.ingest.filesystems import S3Settings
 from retrieval_pipeline.metrics import (
     DEFAULT_GMAX,
     DEFAULT_METRICS,
@@ -32,6 +34,12 @@ from retrieval_pipeline.reports.per_query import write_batches
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
 from retrieval_pipeline.warehouse.corpus import CorpusLoad, load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
+from retrieval_pipeline.warehouse.judgments import (
+    JudgedQueries,
+    JudgmentsLoad,
+    judged_query_counts,
+    load_judgments,
+)
 from retrieval_pipeline.warehouse.partitions import ALL_DATES
 from retrieval_pipeline.warehouse.sources import TraceSource
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -61,6 +69,8 @@ class EvaluationRun:
     judged_metric: str = ""
     judged: pd.Series | None = None
     judged_only: bool = False
+    judgments: JudgmentsLoad = field(default_factory=JudgmentsLoad.none)
+    judged_queries: JudgedQueries = field(default_factory=lambda: JudgedQueries(0, 0, 0))
 
     @property
     def judged_share(self) -> float | None:
@@ -89,26 +99,32 @@ def run_evaluation(
     gmax: float = DEFAULT_GMAX,
     judged_only: bool = False,
     spans: SpanReading | None = None,
+    judgments: Sequence[str | Path] = (),
+    settings: S3Settings | None = None,
 ) -> EvaluationRun:
-    """Validate, filter stale labels and score `traces` (paths, a DataFrame or an Arrow table);
-    each rbp@P is reported with its residual; `judged_only` scores condensed lists; span exports
-    among the files are read as `spans` says (ingest.span_pieces).
+    """Validate, filter stale labels and score `traces` (paths or `s3://` URLs, a DataFrame or an
+    Arrow table); each rbp@P is reported with its residual; `judged_only` scores condensed lists;
+    span exports among the files are read as `spans` says (ingest.span_pieces); `judgments`
+    (files, folders, URLs) label the traces that carry no labels of their own
+    (`warehouse.judgments`).
 
-    Quarantined records are kept in `EvaluationRun.quarantine` all (`quarantine_rows` None) or the
-    first `quarantine_rows`, and written to `quarantine_file` (Parquet, CSV or JSON lines) a
-    batch at a time: ten million bad lines are not held in memory at once."""
+    Quarantined records (and judgment lines that could not be read) are kept in
+    `EvaluationRun.quarantine` all (`quarantine_rows` None) or the first `quarantine_rows`, and
+    written to `quarantine_file` (Parquet, CSV or JSON lines) a batch at a time: ten million bad
+    lines are not held in memory at once."""
     parsed = with_residuals(_metrics(metrics))
     checked_gain = check_gain(gain)
     level = check_relevance_level(relevance_level)
     top = check_gmax(gmax)
     if isinstance(traces, str | Path):
-        traces = [Path(traces)]
+        traces = [traces]
     # a temporary database file, not an in-memory one: its memory stays within the limit, where
     # an in-memory database holds every table (bench/README.md)
     with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-evaluate-") as folder:
         database = Path(folder) / "evaluation.duckdb"
         conn = connect(database, {"memory_limit": memory_limit()}, scratch=True)
         try:
+            judged = load_judgments(conn, judgments, settings)
             run = _evaluate_in(
                 conn,
                 traces,
@@ -122,10 +138,16 @@ def run_evaluation(
                 spans=spans,
             )
             if quarantine_file is not None:
-                every = {"max_rows": _EVERY_ROW}
-                reader = conn.sql(load_sql("rpt_quarantined_records"), params=every)
-                write_batches(reader.to_arrow_reader(_QUARANTINE_BATCH_ROWS), quarantine_file)
-            return run
+                write_batches(_quarantine_batches(conn, bool(judgments)), quarantine_file)
+            if not judgments:
+                return run
+            start, end = ALL_DATES
+            return replace(
+                run,
+                judgments=judged,
+                judged_queries=judged_query_counts(conn, start, end),
+                quarantine=_with_judgment_rejects(conn, run.quarantine, quarantine_rows),
+            )
         finally:
             close_scratch(conn)
 
@@ -178,6 +200,38 @@ def _evaluate_in(
 # Quarantined records are written to a file this many at a time; "every row" as a row limit.
 _QUARANTINE_BATCH_ROWS = 100_000
 _EVERY_ROW = 2**62
+
+
+def _with_judgment_rejects(
+    conn: duckdb.DuckDBPyConnection, quarantine: pd.DataFrame, max_rows: int | None
+) -> pd.DataFrame:
+    """The quarantined records followed by the judgment lines that could not be read (no
+    trace_id), at most `max_rows` in all, so that the quarantine holds every line left out."""
+    room = _EVERY_ROW if max_rows is None else max(max_rows - len(quarantine), 0)
+    rejects = conn.execute(load_sql("rpt_judgment_rejects"), {"max_rows": room}).df()
+    if rejects.empty:
+        return quarantine
+    return pd.concat([quarantine, rejects], ignore_index=True) if len(quarantine) else rejects
+
+
+def _quarantine_batches(
+    conn: duckdb.DuckDBPyConnection, with_judgments: bool
+) -> pa.RecordBatchReader:
+    """Every quarantined record, then every judgment line that could not be read, a batch at a
+    time (each statement runs once the one before is read: one connection, one result)."""
+    every = {"max_rows": _EVERY_ROW}
+    records = conn.sql(load_sql("rpt_quarantined_records"), params=every)
+    first = records.to_arrow_reader(_QUARANTINE_BATCH_ROWS)
+    schema = first.schema
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        yield from first
+        if with_judgments:
+            rejects = conn.sql(load_sql("rpt_judgment_rejects"), params=every)
+            for batch in rejects.to_arrow_reader(_QUARANTINE_BATCH_ROWS):
+                yield from pa.Table.from_batches([batch]).cast(schema).to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def evaluate(

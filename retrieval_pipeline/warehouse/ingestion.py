@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.warehouse.connection import set_time_zone
+from retrieval_pipeline.warehouse.judgments import judged_queries
 from retrieval_pipeline.warehouse.partitions import INGESTED_TABLES, delete_partitions, insert
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
 from retrieval_pipeline.warehouse.session import registered, transaction
@@ -68,6 +69,9 @@ def ingest_traces(
     another UTC day is kept there and counted (`outside_day`). Without, each record goes under the
     UTC date of its own timestamp and every date present is replaced.
 
+    A valid trace that carries no labels of its own gets its query's judgments as labels, when
+    `judgments` holds any (`warehouse.judgments`).
+
     Without `keep_retrieved_ids` each trace is stored with an empty `retrieved_ids` (its
     `n_retrieved`, labels and their ranks as usual): scoring never reads the lists, and storing
     them is most of the insert's cost. For a private database that nothing else reads
@@ -77,6 +81,7 @@ def ingest_traces(
     left out are counted as read and skipped.
     """
     n_files, pieces = raw_record_pieces(conn, source, spans)
+    judged = judged_queries(conn)
     read = valid = duplicates = outside = skipped = 0
     dates: set[date] = set() if partition_date is None else {partition_date}
     create_seen_trace_ids(conn)
@@ -88,7 +93,7 @@ def ingest_traces(
         ):
             for number, piece in enumerate(read_ahead(pieces)):
                 read, skipped = read + piece.skipped, skipped + piece.skipped
-                staged = stage_records(conn, piece, partition_date, keep_retrieved_ids)
+                staged = stage_records(conn, piece, partition_date, keep_retrieved_ids, judged)
                 staged = _in_batches_per_thread(staged, int(threads))
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
@@ -108,6 +113,7 @@ def ingest_traces(
                     duplicates, outside = duplicates + int(row[2]), outside + int(row[3])
     finally:
         conn.execute("drop table if exists seen_trace_ids")
+        conn.execute("drop table if exists judged_queries")
     return IngestCounts(
         files=n_files,
         read=read,

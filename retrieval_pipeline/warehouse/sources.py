@@ -18,17 +18,19 @@ import pandas as pd
 import pyarrow as pa
 
 from retrieval_pipeline import environment
+from retrieval_pipeline.ingest import jsonl
 from retrieval_pipeline.ingest.files import TraceFile, TraceFileError, discover
 from retrieval_pipeline.ingest.jsonl import jsonl_file_pieces, jsonl_piece
 from retrieval_pipeline.ingest.otlp import SpanFileError
 from retrieval_pipeline.ingest.parquet import parquet_pieces
 from retrieval_pipeline.ingest.phoenix import PhoenixDay, phoenix_pieces
-from retrieval_pipeline.ingest.pieces import RawPiece
+from retrieval_pipeline.ingest.pieces import RawPiece, coalesced
 from retrieval_pipeline.ingest.span_pieces import SpanReading, span_file_pieces
+from retrieval_pipeline.store import DayBatches
 from retrieval_pipeline.warehouse.connection import set_time_zone
-from retrieval_pipeline.warehouse.validation import rows_as_raw
+from retrieval_pipeline.warehouse.validation import RowsOfFile, rows_as_raw, rows_of_files_as_raw
 
-TraceSource: TypeAlias = Sequence[Path] | pd.DataFrame | pa.Table | PhoenixDay
+TraceSource: TypeAlias = Sequence[Path | str] | pd.DataFrame | pa.Table | PhoenixDay | DayBatches
 
 # Rows of a Parquet file or an Arrow table validated at once (JSON lines go by
 # ingest.jsonl.PIECE_BYTES): the unit that keeps ingestion's memory flat in the size of a day.
@@ -48,6 +50,8 @@ def raw_record_pieces(
         return 1, _table_pieces(conn, source)
     if isinstance(source, PhoenixDay):
         return 1, phoenix_pieces(source, spans)
+    if isinstance(source, DayBatches):
+        return 1, _batch_pieces(conn, source)
     files = discover(source)
     return len(files), _file_pieces(conn, files, spans, environment.max_line_bytes())
 
@@ -87,16 +91,55 @@ def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[R
             yield rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1)
 
 
+def _batch_pieces(conn: duckdb.DuckDBPyConnection, source: DayBatches) -> Iterator[RawPiece]:
+    """Record batches (a Delta table's day) gathered into pieces of ROWS_PER_PIECE rows, their
+    rows numbered from 1 across the day."""
+    with _converter(conn) as converter:
+        held: list[pa.RecordBatch] = []
+        first_row = 1
+        for batch in source.batches():
+            held.append(batch)
+            if sum(b.num_rows for b in held) >= ROWS_PER_PIECE:
+                rows = pa.Table.from_batches(held)
+                yield rows_as_raw(converter, rows, source.description, 0, first_row)
+                first_row += rows.num_rows
+                held = []
+        if held:
+            rows = pa.Table.from_batches(held)
+            yield rows_as_raw(converter, rows, source.description, 0, first_row)
+
+
 def _file_pieces(
     conn: duckdb.DuckDBPyConnection,
     files: Sequence[TraceFile],
     spans: SpanReading,
     max_line_bytes: int,
 ) -> Iterator[RawPiece]:
+    """Every file's pieces, the small ones of consecutive files joined (`coalesced`)."""
+    # the piece size read when called, as the readers read it (tests set it small)
+    pieces = _each_file_pieces(conn, files, spans, max_line_bytes)
+    return coalesced(pieces, ROWS_PER_PIECE, jsonl.PIECE_BYTES)
+
+
+def _each_file_pieces(
+    conn: duckdb.DuckDBPyConnection,
+    files: Sequence[TraceFile],
+    spans: SpanReading,
+    max_line_bytes: int,
+) -> Iterator[RawPiece]:
+    """Each file's pieces; consecutive small Parquet files of one schema are made raw records
+    together (`rows_of_files_as_raw`), so that their typing is one statement, not one each. A
+    span export takes a file order per line (`ingest.span_pieces`), every other file one."""
     with _converter(conn) as converter:
-        order = 0  # a span export takes one per line (ingest.span_pieces)
+        held: list[RowsOfFile] = []  # small Parquet files not yet made raw records
+        held_rows = 0
+        order = 0
         for trace_file in files:
+            if trace_file.kind in ("jsonl", "otlp") and held:
+                yield rows_of_files_as_raw(converter, held)
+                held, held_rows = [], 0
             if trace_file.kind == "otlp":
+                assert isinstance(trace_file.path, Path)  # span exports are local files
                 try:
                     order = yield from span_file_pieces(trace_file.path, order, spans)
                 except SpanFileError as exc:
@@ -104,10 +147,31 @@ def _file_pieces(
                 continue
             if trace_file.kind == "jsonl":
                 yield from jsonl_file_pieces(trace_file.path, order, None, max_line_bytes)
-            else:
-                for first_row, rows in parquet_pieces(trace_file.path, ROWS_PER_PIECE):
-                    yield rows_as_raw(converter, rows, str(trace_file.path), order, first_row)
+                order += 1
+                continue
+            file_pieces = parquet_pieces(trace_file.path, ROWS_PER_PIECE)
+            while True:
+                try:
+                    item = next(file_pieces, None)
+                except Exception:
+                    if held:  # the files read before one that cannot be read come first
+                        yield rows_of_files_as_raw(converter, held)
+                    raise
+                if item is None:
+                    break
+                first_row, rows = item
+                joinable = not held or (
+                    held[-1][0].schema.equals(rows.schema)
+                    and held_rows + rows.num_rows <= ROWS_PER_PIECE
+                )
+                if not joinable:
+                    yield rows_of_files_as_raw(converter, held)
+                    held, held_rows = [], 0
+                held.append((rows, trace_file.name, order, first_row))
+                held_rows += rows.num_rows
             order += 1
+        if held:
+            yield rows_of_files_as_raw(converter, held)
 
 
 @contextmanager

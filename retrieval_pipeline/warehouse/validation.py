@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
+from typing import TypeAlias
 
 import duckdb
 import numpy as np
@@ -35,8 +36,12 @@ from retrieval_pipeline.ingest.parquet import (
 )
 from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece, numbered_rows
 from retrieval_pipeline.ingest.screen import keep_first_occurrences
+from retrieval_pipeline.warehouse.judgments import with_judged_labels
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
+
+# Rows of one file: its rows, its name, its place in the ingestion and the number of its first row.
+RowsOfFile: TypeAlias = tuple[pa.Table, str, int, int]
 
 
 def rows_as_raw(
@@ -51,10 +56,24 @@ def rows_as_raw(
     (`_typed_fields`) the rows' JSON text is left to be written where it is read (a quarantined
     record, the JSON lane): writing it for every row was a large share of a Parquet file's
     ingestion (bench/README.md)."""
-    rows = rows.select(readable_columns(source_file, rows.schema))
-    rows = struct_scores_as_json(rows)
+    return rows_of_files_as_raw(conn, [(rows, source_file, file_order, first_row)])
+
+
+def rows_of_files_as_raw(conn: duckdb.DuckDBPyConnection, parts: Sequence[RowsOfFile]) -> RawPiece:
+    """`rows_as_raw` of the rows of several files of one schema at once, each row keeping its
+    own file and row number: many small Parquet files cost one set of statements, not one
+    each. Columns of a type DuckDB cannot read are left out (`readable_columns`), and text stored
+    as binary is read as UTF-8, a row that is not quarantined with its reason."""
+    rows = pa.concat_tables(
+        [
+            struct_scores_as_json(part.select(readable_columns(source_file, part.schema)))
+            for part, source_file, _, _ in parts
+        ]
+    )
+    if len(parts) > 1:  # one chunk per column: DuckDB scans a chunk as a vector of its own
+        rows = rows.combine_chunks()
     rows, read_errors = binary_text_as_utf8(rows)
-    numbered = numbered_rows(rows, source_file, file_order, first_row, read_errors)
+    numbered = _numbered(rows, parts, read_errors)
     try:
         # a row that cannot be read goes through the JSON lane, which names its reason
         typed = None if read_errors else _typed_fields(conn, rows)
@@ -69,10 +88,24 @@ def rows_as_raw(
     except duckdb.InvalidInputException as exc:
         if "duplicate key" not in str(exc):
             raise
-        maps_as_text = maps_as_json(rows)
-        numbered = numbered_rows(maps_as_text, source_file, file_order, first_row, read_errors)
-        return RawPiece(_rows_as_json(conn, numbered))
+        return RawPiece(_rows_as_json(conn, _numbered(maps_as_json(rows), parts, read_errors)))
     return RawPiece(raw, typed=typed)
+
+
+def _numbered(
+    rows: pa.Table, parts: Sequence[RowsOfFile], read_errors: list[str | None] | None
+) -> pa.Table:
+    """`rows` (the parts' rows, in order) numbered by the file each came from, with each row's
+    read error (`numbered_rows`)."""
+    pieces, start = [], 0
+    for part, source_file, file_order, first_row in parts:
+        count = part.num_rows
+        errors = None if read_errors is None else read_errors[start : start + count]
+        pieces.append(
+            numbered_rows(rows.slice(start, count), source_file, file_order, first_row, errors)
+        )
+        start += count
+    return pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0]
 
 
 def _rows_as_json(conn: duckdb.DuckDBPyConnection, numbered: pa.Table) -> pa.Table:
@@ -168,9 +201,11 @@ def stage_records(
     piece: RawPiece,
     partition_date: date | None,
     keep_retrieved_ids: bool = True,
+    judged: bool = False,
 ) -> pa.Table:
-    """One piece of raw records validated (sql/stg_trace_records.sql), repeats dropped (or every
-    list emptied: `ingest_traces`).
+    """One piece of raw records validated (sql/stg_trace_records.sql), labelled from the
+    judgments where a trace carries no labels of its own (`judged`: `judged_queries` exists,
+    `warehouse.judgments`), repeats dropped (or every list emptied: `ingest_traces`).
 
     Its typed fields come from the plain lane (sql/stg_plain_trace_fields.sql) when every record
     is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
@@ -180,6 +215,8 @@ def stage_records(
         if staged is None:
             staged = _trace_records(conn, "stg_trace_fields", partition_date)
         assert staged is not None
+    if judged:
+        staged = with_judged_labels(conn, staged)
     return keep_first_occurrences(staged, keep_retrieved_ids)
 
 
@@ -224,13 +261,23 @@ def _as_plain_records(conn: duckdb.DuckDBPyConnection, fields: pa.Table) -> Iter
             conn.execute("drop view plain_records")
 
 
+def _record_keys(table: pa.Table) -> np.ndarray:
+    """Each record's place in the ingestion: its file's order (0 when not given), then its line
+    (or row)."""
+    lines = table.column("source_line").to_numpy().astype(np.int64)
+    if "file_order" not in table.column_names:
+        return lines
+    return (table.column("file_order").to_numpy().astype(np.int64) << 40) | lines
+
+
 def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:
     """`staged` in the order of `fields`, with its column `name`: one row each for the same
-    records, matched by `source_line` (ascending in `fields`, a piece of one file). DuckDB's
-    parallel join does not keep the rows' order; putting them back moves the narrower table,
-    and the column (100 ids a row) is shared, not copied."""
-    lines = fields.column("source_line").to_numpy()
-    staged_lines = staged.column("source_line").to_numpy()
+    records, matched by file order and line (ascending in `fields`, a piece of one file or of
+    several joined in order: `ingest.pieces.coalesced`). DuckDB's parallel join does not keep
+    the rows' order; putting them back moves the narrower table, and the column (100 ids a row)
+    is shared, not copied."""
+    lines = _record_keys(fields)
+    staged_lines = _record_keys(staged)
     rows = np.searchsorted(lines, staged_lines).clip(0, max(len(lines) - 1, 0))
     order = np.argsort(rows)
     # each line of `fields` once: the rows are a permutation of them

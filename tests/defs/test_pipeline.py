@@ -102,6 +102,7 @@ def fresh(store: Path, tmp_path: Path) -> Setup:
 
 def test_definitions_snapshot() -> None:
     assert {a.key.to_user_string() for a in ASSETS} == {
+        "judgments",
         "traces",
         "corpus",
         "labels",

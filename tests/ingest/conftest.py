@@ -1,4 +1,5 @@
-"""Fixtures for the ingest tests: a Phoenix server, started once for the tests that need it."""
+"""Fixtures for the ingest tests: a Phoenix server, started once for the tests that need it, and
+an S3 server on 127.0.0.1 for the object-store tests (`tests/s3_server.py`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.ingest.phoenix_server import PhoenixServer, phoenix_server
+from tests.s3_server import aws_env, s3, s3_endpoint
+
+__all__ = ["aws_env", "phoenix", "s3", "s3_endpoint"]
 
 
 @pytest.fixture(scope="session")

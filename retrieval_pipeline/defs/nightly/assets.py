@@ -25,16 +25,17 @@ from retrieval_pipeline.defs.resources import (
 )
 from retrieval_pipeline.files import write_atomically
 from retrieval_pipeline.ingest.files import TraceFileError
-from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
+from retrieval_pipeline.ingest.filesystems import StoreError
+from retrieval_pipeline.ingest.phoenix import PhoenixError
 from retrieval_pipeline.reports import judged, regression_html
 from retrieval_pipeline.reports.regression import RegressionReport, build_report
 from retrieval_pipeline.segments import OVERALL_SEGMENT
-from retrieval_pipeline.store import TraceStore, TraceStoreError
+from retrieval_pipeline.store import TraceStoreError, day_source
 from retrieval_pipeline.text import markdown_table
 from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
-from retrieval_pipeline.warehouse.sources import TraceSource
+from retrieval_pipeline.warehouse.judgments import judged_query_counts
 from retrieval_pipeline.warehouse.steps import (
     LabelCounts,
     MetricCounts,
@@ -53,7 +54,7 @@ GROUP = "retrieval_eval"
 
 
 def warehouse_asset(
-    deps: Sequence[dg.AssetsDefinition] = (),
+    deps: Sequence[dg.AssetsDefinition | dg.AssetKey] = (),
 ) -> Callable[[Callable[..., dg.MaterializeResult]], dg.AssetsDefinition]:
     """A daily asset that writes the warehouse: one pool, single-run backfills, DuckDB kind."""
     return dg.asset(
@@ -71,24 +72,25 @@ def range_metadata(start: date, end: date) -> dict[str, str]:
     return {"partition_start": start.isoformat(), "partition_end": end.isoformat()}
 
 
-@warehouse_asset()
+@warehouse_asset(deps=[dg.AssetKey("judgments")])
 def traces(
     context: dg.AssetExecutionContext,
     warehouse: WarehouseResource,
     trace_store: TraceStoreResource,
 ) -> dg.MaterializeResult:
     """The day's trace records, validated into `traces`; the rest in `quarantine` with reasons.
+    A trace with no labels of its own is labelled by its query's judgments, if any.
 
     Span exports among the day's files, or a Phoenix store's spans, become records through the
     config's `[trace_format]`; their first stage (the retriever) is what is scored. Each day is
     replaced in one transaction, so re-running a day never duplicates rows."""
     start, end = partition_days(context)
-    store = trace_store.get_store()
     spans = trace_store.span_reading()
     per_day: list[tuple[date, IngestCounts]] = []
     try:
+        store = trace_store.get_store()
         files_by_day = [(day, day_source(store, day)) for day in gate.days_between(start, end)]
-    except TraceStoreError as exc:
+    except (TraceStoreError, StoreError) as exc:
         raise dg.Failure(description=str(exc)) from exc
     with warehouse.get_connection() as conn:
         for day, files in files_by_day:
@@ -160,13 +162,6 @@ def traces(
     )
 
 
-def day_source(store: TraceStore, day: date) -> TraceSource:
-    """What a day is read from: the store's files, or a Phoenix project's spans of that day."""
-    if isinstance(store, PhoenixStore):
-        return store.day_source(day)
-    return store.trace_files(day)
-
-
 @dg.asset(backfill_policy=SINGLE_RUN, pool=POOL, kinds=KINDS, group_name=GROUP)
 def corpus(
     context: dg.AssetExecutionContext,
@@ -177,8 +172,8 @@ def corpus(
 
     Without a snapshot the table is empty and no label is treated as stale. A snapshot file that
     has not changed since it was loaded is not read again."""
-    store = trace_store.get_store()
     try:
+        store = trace_store.get_store()
         path = store.corpus_file()
     except TraceStoreError as exc:
         raise dg.Failure(description=str(exc)) from exc
@@ -226,11 +221,17 @@ def labels(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
             build_labels(conn, day, day, use_corpus=quality.corpus_documents > 0)
             for day in gate.days_between(start, end)
         )
+        judged = judged_query_counts(conn, start, end)
     rate = counts.stale / counts.labels if counts.labels else float("nan")
     summary = (
         f"{counts.labels} labels, {counts.stale} dropped as stale"
         f" ({counts.traces_with_stale} traces affected)"
     )
+    if judged.judged:
+        summary += (
+            f"; {judged.judged} judged queries, {judged.without_trace} of them with no trace"
+            " in these days"
+        )
     return dg.MaterializeResult(
         metadata={
             **range_metadata(start, end),
@@ -240,6 +241,8 @@ def labels(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
             "stale_label_rate": rate,
             "traces_with_stale_labels": counts.traces_with_stale,
             "corpus_used": quality.corpus_documents > 0,
+            "judged_queries": judged.judged,
+            "judged_queries_without_trace": judged.without_trace,
         }
     )
 
@@ -275,7 +278,9 @@ def query_metrics(
     lists = " (condensed lists: unjudged documents removed)" if config.judged_only else ""
     summary = (
         f"{counts.traces} traces scored on {names}{lists}: {counts.annotated} "
-        f"annotated, {counts.unannotated} unannotated, {counts.no_relevant} with no relevant label"
+        f"annotated ({counts.by_own_labels} by their own labels, {counts.by_judgments} by the "
+        f"judgments), {counts.unannotated} unannotated, {counts.no_relevant} with no relevant "
+        "label"
     )
     return dg.MaterializeResult(
         metadata={
@@ -283,6 +288,8 @@ def query_metrics(
             "summary": summary,
             "traces": counts.traces,
             "annotated_traces": counts.annotated,
+            "traces_labelled_by_own_labels": counts.by_own_labels,
+            "traces_labelled_by_judgments": counts.by_judgments,
             "unannotated_traces": counts.unannotated,
             "no_relevant_traces": counts.no_relevant,
             "coverage": counts.annotated / counts.traces if counts.traces else float("nan"),

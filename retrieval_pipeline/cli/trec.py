@@ -1,0 +1,76 @@
+"""`evaluate --trec-run RUN` and `--output-format trec`: a TREC run in, trec_eval's lines out.
+
+The run is read by `ingest.trec` (one trace per query, trec_eval's order), scored like any traces
+(with `--judgments` for its qrels), and printed by `reports.trec` in trec_eval's format: each
+scored query's lines, then `all`. The id on each line is the trace's id, which for a TREC run is
+the qid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from retrieval_pipeline.ingest.trec import TrecRun, read_trec_run
+from retrieval_pipeline.metrics import Gain, check_gain
+from retrieval_pipeline.reports.trec import trec_eval_lines
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from retrieval_pipeline.warehouse.evaluation import EvaluationRun
+
+
+@dataclass(frozen=True)
+class TrecInput:
+    """A TREC run read for `evaluate`."""
+
+    run: TrecRun
+
+    @property
+    def records(self) -> pa.Table:
+        return self.run.records
+
+    def counts(self) -> dict[str, object]:
+        return {
+            "trec_run": self.run.source_file,
+            "run_id": self.run.run_id,
+            "run_lines_read": self.run.read,
+            "run_lines_quarantined": self.run.quarantined,
+            "run_queries": self.run.records.num_rows,
+        }
+
+    def words(self) -> str:
+        return (
+            f"TREC run {self.run.source_file} ({self.run.run_id or 'no tag'}): {self.run.read} "
+            f"lines read, {self.run.kept} ranked documents of {self.run.records.num_rows} "
+            f"queries, {self.run.quarantined} lines quarantined."
+        )
+
+    def with_run_lines(self, run: EvaluationRun) -> EvaluationRun:
+        """`run` with the run file's quarantined lines first in its quarantine."""
+        if not self.run.quarantined:
+            return run
+        lines = self.run.quarantine.to_pandas()
+        lines.insert(2, "trace_id", None)
+        quarantine = pd.concat([lines, run.quarantine], ignore_index=True)
+        return replace(run, quarantine=quarantine)
+
+
+def read_run(path: str) -> TrecInput:
+    return TrecInput(read_trec_run(path))
+
+
+def trec_output(run: EvaluationRun, trec: TrecInput | None, gain: str) -> list[str]:
+    """trec_eval's lines (`-q`) for the scored traces of `run`, the run's tag as `runid`."""
+    checked: Gain = check_gain(gain)
+    names = [metric.name for metric in run.metrics]
+    scored = run.per_query.dropna(subset=names)
+    per_query = {
+        str(trace_id): {name: float(value) for name, value in zip(names, values, strict=True)}
+        for trace_id, *values in scored[["trace_id", *names]].itertuples(index=False)
+    }
+    run_id = trec.run.run_id if trec is not None else None
+    return trec_eval_lines(per_query, run.metrics, checked, run_id=run_id)

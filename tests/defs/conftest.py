@@ -1,0 +1,5 @@
+"""Fixtures of the store tests: an S3 server started on 127.0.0.1 (`tests/s3_server.py`)."""
+
+from tests.s3_server import aws_env, s3, s3_endpoint
+
+__all__ = ["aws_env", "s3", "s3_endpoint"]
