@@ -21,8 +21,8 @@ from retrieval_pipeline.cli.options import (
 
 if TYPE_CHECKING:
     from retrieval_pipeline.ab.stages import StageGain
-    from retrieval_pipeline.ingest.span_pieces import SpanReading
     from retrieval_pipeline.cli.trec import TrecInput
+    from retrieval_pipeline.ingest.span_pieces import SpanReading
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
 # Quarantined records shown in the summary (all of them go to --quarantine).

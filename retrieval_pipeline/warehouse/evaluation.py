@@ -15,8 +15,8 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.ingest.filesystems import S3Settings
+from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.metrics import (
     DEFAULT_GMAX,
     DEFAULT_METRICS,
