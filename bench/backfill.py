@@ -13,13 +13,14 @@ from __future__ import annotations
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Row, emit, oracle_means, parse_args
 from bench.generate import Dataset, dataset
 from bench.nightly import command_line, prepare
-from retrieval_pipeline.engine import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
+from retrieval_pipeline.warehouse.connection import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
 
 
 def backfill_store(ds: Dataset, days: int) -> tuple[Path, list[str]]:
@@ -74,7 +75,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = {
+    options: dict[str, dict[str, Any]] = {
         "--days": {"default": "2,8", "help": "comma-separated day counts"},
         "--memory-limit": {"default": None, "help": "DuckDB memory_limit, e.g. 1GB"},
     }

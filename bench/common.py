@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -117,17 +117,24 @@ def machine_note(io_stall_s: float | None, steal_s: float | None) -> str:
     return "machine: " + ", ".join(parts) if parts else ""
 
 
-def waits(*procs: Process) -> dict[str, float | None]:
+class Waits(TypedDict):
+    """A row's `io_stall_s` and `steal_s`, as keyword arguments of `Row`."""
+
+    io_stall_s: float | None
+    steal_s: float | None
+
+
+def waits(*procs: Process) -> Waits:
     """A row's `io_stall_s` and `steal_s`: the most that any of `procs` met."""
 
     def most(values: list[float | None]) -> float | None:
         known = [v for v in values if v is not None]
         return max(known) if known else None
 
-    return {
-        "io_stall_s": most([p.io_stall_s for p in procs]),
-        "steal_s": most([p.steal_s for p in procs]),
-    }
+    return Waits(
+        io_stall_s=most([p.io_stall_s for p in procs]),
+        steal_s=most([p.steal_s for p in procs]),
+    )
 
 
 def _rss_gib(pid: int) -> float:

@@ -1,4 +1,4 @@
-"""Where ingestion's time goes: one day of the generated store through `engine.ingest_traces`.
+"""Where ingestion's time goes: one day of the generated store through `ingest_traces`.
 
     python bench/ingest_phases.py --sizes 1000000
 
@@ -14,11 +14,12 @@ Writes `bench/results/ingest_phases_n<N>.md`.
 
 from __future__ import annotations
 
+import inspect
 import resource
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,20 +31,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine_note, machine_waits, parse_args, waited_since, write_report
 from bench.generate import dataset
 
-# (module, function, phase): the functions timed, by the phase they stand for
+# (module, function, phase): the functions timed, by the phase they stand for, each in the module
+# that calls it (the module whose name for it is replaced)
 TIMED = (
-    ("readers", "_inflate", "(reader thread) inflate gzip"),
-    ("readers", "jsonl_piece", "(reader thread) split lines into Arrow"),
-    ("engine", "_stage_records", "validate (both lanes) + repeated ids"),
-    ("engine", "_plain_fields", "of which the plain lane's parse (pyarrow.json)"),
-    ("engine", "_trace_records", "of which sql/stg_trace_records.sql over a lane's fields"),
-    ("engine", "keep_first_occurrences", "of which repeated ids (keep_first_occurrences)"),
-    ("engine", "_insert_piece", "(writer thread) insert each piece (straight in: a new day)"),
+    ("GzipStream", "inflate", "(reader thread) inflate gzip"),
+    ("jsonl", "jsonl_piece", "(reader thread) split lines into Arrow"),
+    ("ingestion", "stage_records", "validate (both lanes) + repeated ids"),
+    ("validation", "_plain_fields", "of which the plain lane's parse (pyarrow.json)"),
+    ("validation", "_trace_records", "of which sql/stg_trace_records.sql over a lane's fields"),
+    ("validation", "keep_first_occurrences", "of which repeated ids (keep_first_occurrences)"),
+    ("ingestion", "_insert_piece", "(writer thread) insert each piece (straight in: a new day)"),
 )
 
+# wall seconds by phase
+Seconds = defaultdict[str, float]
 
-def timed(module: ModuleType, name: str, phase: str, seconds: Counter[str]) -> None:
-    """Replace `module.name` by the same function adding its time to `seconds[phase]`."""
+
+def timed(module: ModuleType | type, name: str, phase: str, seconds: Seconds) -> None:
+    """Replace `module.name` by the same function adding its time to `seconds[phase]` (for a
+    generator, the time of each item it hands out)."""
     function = getattr(module, name)
 
     def timing(*args: Any, **kwargs: Any) -> Any:
@@ -53,12 +59,22 @@ def timed(module: ModuleType, name: str, phase: str, seconds: Counter[str]) -> N
         finally:
             seconds[phase] += time.perf_counter() - start
 
-    setattr(module, name, timing)
+    def iterating(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        items = function(*args, **kwargs)
+        while True:
+            start = time.perf_counter()
+            item = next(items, timing)  # `timing`: a sentinel no generator hands out
+            seconds[phase] += time.perf_counter() - start
+            if item is timing:
+                return
+            yield item
+
+    setattr(module, name, iterating if inspect.isgeneratorfunction(function) else timing)
 
 
-def waited(module: ModuleType, seconds: Counter[str]) -> None:
+def waited(module: ModuleType, seconds: Seconds) -> None:
     """Time the main thread's waits for the next piece of the read-ahead thread."""
-    read_ahead: Callable[[Iterator[Any]], Iterator[Any]] = module._read_ahead
+    read_ahead: Callable[[Iterator[Any]], Iterator[Any]] = module.read_ahead
 
     def waiting(pieces: Iterator[Any]) -> Iterator[Any]:
         ahead = read_ahead(pieces)
@@ -70,10 +86,10 @@ def waited(module: ModuleType, seconds: Counter[str]) -> None:
                 return
             yield piece
 
-    module._read_ahead = waiting
+    setattr(module, "read_ahead", waiting)  # noqa: B010 (a module's name replaced)
 
 
-def waited_for_writer(module: ModuleType, seconds: Counter[str]) -> None:
+def waited_for_writer(module: ModuleType, seconds: Seconds) -> None:
     """Time the main thread's calls to the write-behind's `write`, which wait for the piece
     before to be stored (handing the next one over takes no time)."""
     written_behind = module._written_behind
@@ -91,26 +107,34 @@ def waited_for_writer(module: ModuleType, seconds: Counter[str]) -> None:
 
             yield waiting
 
-    module._written_behind = timing
+    setattr(module, "_written_behind", timing)  # noqa: B010 (a module's name replaced)
 
 
 def measure(size: int, seed: int) -> list[str]:
-    from retrieval_pipeline import engine, readers
+    from retrieval_pipeline.ingest import jsonl
+    from retrieval_pipeline.ingest.gzip import GzipStream
+    from retrieval_pipeline.warehouse import ingestion, validation
+    from retrieval_pipeline.warehouse.connection import connect, memory_limit
 
-    modules = {"engine": engine, "readers": readers}
-    seconds: Counter[str] = Counter()
+    modules: dict[str, ModuleType | type] = {
+        "GzipStream": GzipStream,
+        "jsonl": jsonl,
+        "ingestion": ingestion,
+        "validation": validation,
+    }
+    seconds: Seconds = defaultdict(float)
     for module, name, phase in TIMED:
         timed(modules[module], name, phase, seconds)
-    waited(engine, seconds)
-    waited_for_writer(engine, seconds)
+    waited(ingestion, seconds)
+    waited_for_writer(ingestion, seconds)
     ds = dataset(size, seed)
     (day_file,) = (ds.store / "traces").rglob("*.jsonl.gz")
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
-        conn = engine.connect(Path(folder) / "w.duckdb", {"memory_limit": engine.memory_limit()})
+        conn = connect(Path(folder) / "w.duckdb", {"memory_limit": memory_limit()})
         machine_before = machine_waits()
         before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
-        counts = engine.ingest_traces(conn, [day_file], partition_date=ds.day)
+        counts = ingestion.ingest_traces(conn, [day_file], partition_date=ds.day)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
         io_stall, steal = waited_since(machine_before)
@@ -120,7 +144,7 @@ def measure(size: int, seed: int) -> list[str]:
         f"# Ingestion of {size:,} traces (one day, JSONL.gz, into a new file warehouse)",
         "",
         f"`python bench/ingest_phases.py --sizes {size}`: {counts.read:,} records read, "
-        f"{counts.valid:,} valid; memory limit {engine.memory_limit()}.",
+        f"{counts.valid:,} valid; memory limit {memory_limit()}.",
         "",
         "| phase | wall s | share of the ingestion |",
         "|---|---|---|",

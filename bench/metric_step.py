@@ -1,4 +1,4 @@
-"""(a) The metric step alone: `engine.compute_query_metrics` on traces ingested from Parquet.
+"""(a) The metric step alone: `compute_query_metrics` on traces ingested from Parquet.
 
     python bench/metric_step.py --sizes 10000,100000 [--repeat 3]
 

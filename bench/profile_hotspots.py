@@ -20,12 +20,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import METRICS, RESULTS, write_report
 from bench.generate import DATA_ROOT, Dataset, dataset
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+T = TypeVar("T")
 
 
 def cte_names(sql: str) -> list[str]:
@@ -89,54 +97,62 @@ def operator_table(conn, sql: str, params: dict, top: int = 10) -> list[str]:
     return lines
 
 
-def stages(ds: Dataset) -> tuple[list[tuple[str, float]], object]:
+def stages(
+    ds: Dataset,
+) -> tuple[list[tuple[str, float]], tuple[duckdb.DuckDBPyConnection, pa.Table, str]]:
     """The steps of `run_evaluation` on the JSONL.gz file, timed one by one."""
     import pyarrow as pa
 
-    from retrieval_pipeline import engine, readers
+    from retrieval_pipeline.ingest.files import discover
+    from retrieval_pipeline.ingest.jsonl import jsonl_file_pieces
     from retrieval_pipeline.metrics import parse_metrics
-    from retrieval_pipeline.sql_files import load_sql
+    from retrieval_pipeline.warehouse.connection import connect
+    from retrieval_pipeline.warehouse.corpus import load_corpus
+    from retrieval_pipeline.warehouse.ingestion import _insert_piece, create_seen_trace_ids
+    from retrieval_pipeline.warehouse.sql import load_sql
+    from retrieval_pipeline.warehouse.steps import (
+        build_labels,
+        compute_query_metrics,
+        query_metrics_wide,
+    )
+    from retrieval_pipeline.warehouse.validation import stage_records
 
     timings: list[tuple[str, float]] = []
     day = ds.day
 
-    def timed(name: str, fn):
+    def timed(name: str, fn: Callable[[], T]) -> T:
         start = time.perf_counter()
         value = fn()
         timings.append((name, time.perf_counter() - start))
         return value
 
-    conn = engine.connect(":memory:")
-    files = readers.discover([ds.jsonl_gz])
+    conn = connect(":memory:")
+    files = discover([ds.jsonl_gz])
     pieces = timed(
-        "read + gunzip + split lines into Arrow (readers)",
-        lambda: [
-            p for order, f in enumerate(files) for p in readers.jsonl_file_pieces(f.path, order)
-        ],
+        "read + gunzip + split lines into Arrow (ingest.jsonl)",
+        lambda: [p for order, f in enumerate(files) for p in jsonl_file_pieces(f.path, order)],
     )
     raw = pa.concat_tables([piece.records for piece in pieces])
     # the JSON lane, which reads any record (a plain piece goes through the plain lane)
     stg = load_sql("stg_trace_fields")
-    engine.create_seen_trace_ids(conn)
+    create_seen_trace_ids(conn)
     staged = timed(
         "validate (both lanes, sql/stg_trace_records.sql) + repeated ids (keep_first_occurrences)",
-        lambda: pa.concat_tables(engine._stage_records(conn, piece, None) for piece in pieces),
+        lambda: pa.concat_tables(stage_records(conn, piece, None) for piece in pieces),
     )
     conn.register("stg_trace_records", staged)
-    # a new day in a new database: its rows go straight in (engine._piece_writer)
-    timed("insert into traces and quarantine", lambda: engine._insert_piece(conn))
+    # a new day in a new database: its rows go straight in (ingestion._piece_writer)
+    timed("insert into traces and quarantine", lambda: _insert_piece(conn))
     timed("ingest counts", lambda: conn.execute(load_sql("agg_ingest_counts")).fetchall())
     conn.unregister("stg_trace_records")
-    timed("load corpus (1M docs)", lambda: engine.load_corpus(conn, ds.corpus))
-    timed("labels + stale (sql/int_labels.sql)", lambda: engine.build_labels(conn, day, day, True))
+    timed("load corpus (1M docs)", lambda: load_corpus(conn, ds.corpus))
+    timed("labels + stale (sql/int_labels.sql)", lambda: build_labels(conn, day, day, True))
     metrics = parse_metrics(list(METRICS))
     timed(
         "metrics (sql/fct_query_metrics.sql)",
-        lambda: engine.compute_query_metrics(conn, metrics, day, day, "linear", 1.0),
+        lambda: compute_query_metrics(conn, metrics, day, day, "linear", 1.0),
     )
-    timed(
-        "per-query wide table (pivot)", lambda: engine.query_metrics_wide(conn, metrics, day, day)
-    )
+    timed("per-query wide table (pivot)", lambda: query_metrics_wide(conn, metrics, day, day))
     return timings, (conn, raw, stg)
 
 
@@ -153,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         nightly_main(args.size, args.seed)
         return
     ds = dataset(args.size, args.seed)
-    from retrieval_pipeline.sql_files import load_sql
+    from retrieval_pipeline.warehouse.sql import load_sql
 
     lines = [f"# Profile at {args.size:,} traces", ""]
     timings, (conn, raw, stg) = stages(ds)

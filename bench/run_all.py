@@ -189,8 +189,8 @@ def render(sizes: list[int] | None = None) -> str:
     for path in sorted(RESULTS.glob("rows_n*.json")):
         size = int(path.stem.removeprefix("rows_n"))
         if sizes is None or size in sizes:
-            rows = load_rows(size)
-            by_size[size] = [r for k in ORDER for r in rows.get(k, [])]
+            by_letter = load_rows(size)
+            by_size[size] = [r for k in ORDER for r in by_letter.get(k, [])]
     lines = [
         "# Benchmark results (latest)",
         "",

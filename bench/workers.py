@@ -213,27 +213,30 @@ def ranx(args: argparse.Namespace) -> dict:
 
 
 def metric_step(args: argparse.Namespace) -> dict:
-    """Ingest Parquet (untimed), then time `engine.compute_query_metrics` alone."""
-    from retrieval_pipeline import engine
+    """Ingest Parquet (untimed), then time `compute_query_metrics` alone."""
     from retrieval_pipeline.metrics import parse_metrics
+    from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
+    from retrieval_pipeline.warehouse.corpus import load_corpus
+    from retrieval_pipeline.warehouse.ingestion import ingest_traces
+    from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
 
     day = date.fromisoformat(args.day)
     # a scratch database file, as `evaluate` scores in (in memory, DuckDB would keep 100k traces
     # in one row group and score them on one core)
     folder = tempfile.TemporaryDirectory(prefix="bench-metric-step-")
-    conn = engine.connect(
-        Path(folder.name) / "bench.duckdb", {"memory_limit": engine.memory_limit()}, scratch=True
+    conn = connect(
+        Path(folder.name) / "bench.duckdb", {"memory_limit": memory_limit()}, scratch=True
     )
     t0 = time.perf_counter()
-    ingest = engine.ingest_traces(conn, [Path(args.input)])
+    ingest = ingest_traces(conn, [Path(args.input)])
     ingest_s = time.perf_counter() - t0
-    engine.load_corpus(conn, Path(args.corpus))
-    engine.build_labels(conn, day, day, use_corpus=True)
+    load_corpus(conn, Path(args.corpus))
+    build_labels(conn, day, day, use_corpus=True)
     setup_s = time.perf_counter() - t0
     metrics = parse_metrics(list(METRICS))
 
     def step() -> None:
-        engine.compute_query_metrics(conn, metrics, day, day, "linear", 1.0)
+        compute_query_metrics(conn, metrics, day, day, "linear", 1.0)
 
     walls = []
     for _ in range(args.repeat):
@@ -242,7 +245,7 @@ def metric_step(args: argparse.Namespace) -> dict:
     means = dict(conn.execute(MEANS_SQL, {"start": day, "end": day}).fetchall())
     table_floor = _timed(lambda: conn.execute(FLOOR_POSITIONS_TABLE).fetchall(), args.repeat)
     threads = conn.execute("select current_setting('threads')").fetchone()
-    engine.close_scratch(conn)
+    close_scratch(conn)
     folder.cleanup()
     return {
         "wall_s": statistics.median(walls),
@@ -276,7 +279,7 @@ def floor(args: argparse.Namespace) -> dict:
 def evaluate(args: argparse.Namespace) -> dict:
     """`run_evaluation` in process on the file, as the Python API runs it."""
     t0 = time.perf_counter()
-    from retrieval_pipeline.evaluation import run_evaluation
+    from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
     import_s = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -302,11 +305,15 @@ def nightly(args: argparse.Namespace) -> dict:
     t1 = time.perf_counter()
     instance = dg.DagsterInstance.ephemeral()
     # the nightly job selects every asset (AssetSelection.all()), and with them their checks
+    nodes = [*(defs.assets or []), *(defs.asset_checks or [])]
+    kinds = (dg.AssetsDefinition, dg.AssetSpec, dg.SourceAsset)  # what `materialize` takes
+    selected = [node for node in nodes if isinstance(node, kinds)]
+    assert len(selected) == len(nodes)  # nothing cacheable among the definitions
     with _rss_samples() as samples:
         result = dg.materialize(
-            [*(defs.assets or []), *(defs.asset_checks or [])],
+            selected,
             partition_key=args.day,
-            resources=dict(defs.resources),
+            resources=dict(defs.resources or {}),
             instance=instance,
             raise_on_error=False,
         )

@@ -34,8 +34,8 @@ import dagster as dg
 dg.DagsterInstance.get().dispose()
 
 if os.environ.get("RUNS_WITHOUT_HTML_REPORT"):
-    import retrieval_pipeline.trend
-    retrieval_pipeline.trend.write_regression_html = lambda *args, **kwargs: None
+    import retrieval_pipeline.reports.regression_html
+    retrieval_pipeline.reports.regression_html.write_regression_html = lambda *args, **kwargs: None
 
 def child(request):
     os.environ.update(request["env"])
@@ -138,11 +138,11 @@ class Run:
 class ForkServer:
     """A warm process that starts CLI runs; `env` holds what every run shares.
 
-    With `html_report=False` the regression report's HTML page (`trend.write_regression_html`)
-    is not drawn: it takes 3 s per day on a quiet machine and far more on a busy one, reads the
-    warehouse inside the same step and connection, and has its own tests; the Markdown and
-    JSON reports, the tables and the approval records, which the fault tests check, are
-    written as usual."""
+    With `html_report=False` the regression report's HTML page
+    (`reports.regression_html.write_regression_html`) is not drawn: it takes 3 s per day on a
+    quiet machine and far more on a busy one, and has its own tests (its trend, a short query,
+    is still read in the same step and connection); the Markdown and JSON reports, the tables
+    and the approval records, which the fault tests check, are written as usual."""
 
     def __init__(self, env: dict[str, str], html_report: bool = True) -> None:
         server_env = os.environ | env

@@ -14,9 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from retrieval_pipeline import engine
 from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.evaluation import EvaluationRun, run_evaluation
 from retrieval_pipeline.sample import (
     MALFORMED_PER_DAY,
     MANIFEST_NAME,
@@ -26,6 +24,9 @@ from retrieval_pipeline.sample import (
     write_sample_store,
 )
 from retrieval_pipeline.store import LocalTraceStore
+from retrieval_pipeline.warehouse import connection, ingestion, steps
+from retrieval_pipeline.warehouse import corpus as wcorpus
+from retrieval_pipeline.warehouse.evaluation import EvaluationRun, run_evaluation
 
 END = date(2026, 11, 30)
 DAYS = 3
@@ -185,11 +186,11 @@ def test_coverage_differs_by_segment_and_clears_the_minimum(
 
 def test_corpus_deletions_make_some_labels_stale(store_root: Path) -> None:
     store = LocalTraceStore(store_root)
-    conn = engine.connect()
+    conn = connection.connect()
     for day in store.days():
-        engine.ingest_traces(conn, store.trace_files(day), partition_date=day)
-    engine.load_corpus(conn, store.corpus_file())
-    counts = engine.build_labels(conn, store.days()[0], END, use_corpus=True)
+        ingestion.ingest_traces(conn, store.trace_files(day), partition_date=day)
+    wcorpus.load_corpus(conn, store.corpus_file())
+    counts = steps.build_labels(conn, store.days()[0], END, use_corpus=True)
     assert 0 < counts.stale < CONFIG.checks.max_stale_label_rate * counts.labels
     reasons = conn.execute(
         "select distinct stale_reason from labels where stale_reason is not null"

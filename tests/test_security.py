@@ -16,15 +16,16 @@ import duckdb
 import pandas as pd
 import pytest
 
-from retrieval_pipeline import report
-from retrieval_pipeline.defs import assets, checks
+from retrieval_pipeline.defs.nightly import assets, checks, gate
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
 )
-from retrieval_pipeline.evaluation import run_evaluation
+from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.store import LocalTraceStore, TraceStoreError
+from retrieval_pipeline.text import escape_markdown
+from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "retrieval_pipeline"
@@ -39,7 +40,7 @@ PIPELINE = [
     assets.query_metrics,
     assets.segment_metrics,
     assets.regression_report,
-    assets.deploy_gate,
+    gate.deploy_gate,
     *checks.ALL_CHECKS,
 ]
 WAREHOUSE_TABLES = [
@@ -142,7 +143,7 @@ def test_markdown_report_escapes_trace_strings(hostile_run: dict[str, object]) -
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     unescaped_pipes = {len(re.findall(r"(?<!\\)\|", line)) for line in rows}
     assert unescaped_pipes == {12}, "a cell break leaked from a name"  # 11 columns
-    assert f"- {report.escape_markdown(PIPE)} / {report.escape_markdown(INJECTION)}:" in text
+    assert f"- {escape_markdown(PIPE)} / {escape_markdown(INJECTION)}:" in text
 
 
 def test_html_report_escapes_trace_strings(hostile_run: dict[str, object]) -> None:
@@ -181,7 +182,7 @@ def test_dagster_markdown_metadata_is_escaped(hostile_run: dict[str, object]) ->
         ]
     assert markdown, "no Markdown metadata was found"
     joined = "\n".join(markdown)
-    assert report.escape_markdown(SCRIPT) in joined  # the names are there, escaped
+    assert escape_markdown(SCRIPT) in joined  # the names are there, escaped
     assert "<script>" not in joined
     assert re.search(r"(?<!\\)a\|b", joined) is None
 
@@ -201,8 +202,8 @@ CONNECTION = re.compile(r"^(conn|connection|con|cursor|duckdb|db)$")
 # be a parameter) checked against a fixed list before use. Values never reach these texts.
 AUDITED = {
     # both start with `if table not in PARTITIONED_TABLES: raise`
-    ("engine.py", "_delete_partitions", "table"),
-    ("engine.py", "_insert", "table"),
+    ("partitions.py", "delete_partitions", "table"),
+    ("partitions.py", "insert", "table"),
     ("nightly.py", "_replace", "table"),  # `load_sql(_STATEMENTS[table])` refuses other names
     ("nightly.py", "_read", "_checked(table)"),  # `_checked` refuses names not in _STATEMENTS
 }
@@ -306,7 +307,7 @@ def audit(source: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
 def test_no_sql_is_built_from_values() -> None:
     found: set[tuple[str, str, str]] = set()
     dynamic: list[tuple[str, str, str]] = []
-    files = sorted([*PACKAGE.glob("*.py"), *(PACKAGE / "defs").glob("*.py")])
+    files = sorted(PACKAGE.rglob("*.py"))
     assert len(files) > 10
     for path in files:
         sites, calls = audit(path.read_text(encoding="utf-8"))
@@ -314,8 +315,8 @@ def test_no_sql_is_built_from_values() -> None:
         dynamic += [(path.name, function, expr) for function, expr in calls]
     assert found == AUDITED, "SQL text built from something other than a checked table name"
     assert dynamic == [], "SQL run from a text that is neither a literal nor a statement file"
-    engine_source = (PACKAGE / "engine.py").read_text()
-    assert "if table not in PARTITIONED_TABLES:\n        raise ValueError" in engine_source
+    partitions_source = (PACKAGE / "warehouse" / "partitions.py").read_text()
+    assert "if table not in PARTITIONED_TABLES:\n        raise ValueError" in partitions_source
 
 
 @pytest.mark.parametrize(
@@ -530,7 +531,7 @@ def test_report_json_is_strict_json_whatever_the_names(tmp_path: Path) -> None:
     )
     from retrieval_pipeline.config import PipelineConfig
 
-    built = report.build_report(frame, PipelineConfig(), DAY)
+    built = build_report(frame, PipelineConfig(), DAY)
     data = json.loads(built.to_json())  # allow_nan=False: NaN became null, names are escaped
     assert data["rows"][0]["segment"] == '"\n\\u0000</script>'
     assert data["rows"][0]["mean"] is None
@@ -538,9 +539,9 @@ def test_report_json_is_strict_json_whatever_the_names(tmp_path: Path) -> None:
 
 
 def test_every_test_the_guarantees_name_exists() -> None:
-    """README's Guarantees cite tests as `file.py::name` (`::name` refers to the last file)."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Guarantees") :]
+    """docs/guarantees.md cites tests as `file.py::name` (`::name` refers to the last file)."""
+    guarantees = (ROOT / "docs" / "guarantees.md").read_text()
+    section = guarantees[guarantees.index("## Guarantees") :]
     cited: list[tuple[str, str]] = []
     current = ""
     for file, name in re.findall(r"(?:(test_\w+\.py))?::(test_\w+)", section):
@@ -548,5 +549,7 @@ def test_every_test_the_guarantees_name_exists() -> None:
         cited.append((current, name))
     assert len(cited) > 20
     for file, name in cited:
-        source = (ROOT / "tests" / file).read_text()
+        found = list((ROOT / "tests").rglob(file))
+        assert len(found) == 1, f"{file}: {len(found)} files of that name under tests/"
+        source = found[0].read_text()
         assert f"def {name}(" in source, f"{file}::{name}"

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from retrieval_pipeline import engine
 from retrieval_pipeline.config import config_path, load_config
-from retrieval_pipeline.defs import assets, checks
-from retrieval_pipeline.defs import comparison as ab
-from retrieval_pipeline.defs import monitoring as live
+from retrieval_pipeline.defs import live
+from retrieval_pipeline.defs.ab import assets as ab
 from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
+from retrieval_pipeline.defs.nightly import assets, checks, gate
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
@@ -35,6 +34,7 @@ from retrieval_pipeline.defs.resources import (
     store_retrieved_ids,
 )
 from retrieval_pipeline.defs.schedules import nightly_job, nightly_schedule
+from retrieval_pipeline.warehouse.connection import memory_limit
 
 ASSETS = [
     assets.traces,
@@ -43,7 +43,7 @@ ASSETS = [
     assets.query_metrics,
     assets.segment_metrics,
     assets.regression_report,
-    assets.deploy_gate,
+    gate.deploy_gate,
 ]
 
 
@@ -71,7 +71,7 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
             "trace_store": TraceStoreResource(root=_env_or(STORE_ENV, DEFAULT_STORE)),
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),
-                connection_config={"memory_limit": engine.memory_limit()},
+                connection_config={"memory_limit": memory_limit()},
                 store_retrieved_ids=store_retrieved_ids(),
             ),
             "settings": PipelineSettingsResource(
@@ -88,7 +88,7 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
 
 defs = build_defs()
 
-# Dagster and the libraries loaded with these definitions are about 400k objects that live as long
-# as the process. Frozen, Python's full collections stop rescanning them: in a nightly run of 100k
-# traces they took 0.7 s, 0.3 s frozen (bench/README.md, "Where the time goes").
+# Dagster and the libraries loaded with these definitions are hundreds of thousands of objects that
+# live as long as the process. Frozen, Python's full collections stop rescanning them at every run
+# (bench/README.md, "Where the time goes").
 gc.freeze()

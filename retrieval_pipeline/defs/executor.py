@@ -23,7 +23,10 @@ from typing import Any
 
 import dagster as dg
 
-POOLS = ("duckdb",)
+# The concurrency pool of every asset and check that opens the warehouse file: DuckDB takes one
+# writer per file, and dagster_home/dagster.yaml limits the pool to one step at a time.
+POOL = "duckdb"
+POOLS = (POOL,)
 HOST_TAG = "retrieval_pipeline/host"
 PROCESS_TAG = "retrieval_pipeline/process"  # "<boot id>:<pid>:<start time>"
 

@@ -12,9 +12,9 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
-from retrieval_pipeline import engine
 from retrieval_pipeline.config import PipelineConfig, load_config
 from retrieval_pipeline.store import LocalTraceStore, TraceStore
+from retrieval_pipeline.warehouse.connection import UnreadableDatabaseError, connect
 
 DB_ENV = "RETRIEVAL_PIPELINE_DB"
 STORE_ENV = "RETRIEVAL_PIPELINE_STORE"
@@ -50,15 +50,16 @@ class TraceStoreResource(dg.ConfigurableResource):
 class WarehouseResource(DuckDBResource):
     """The DuckDB warehouse file: its folder is created before any connection is tried (a missing
     folder would make every connect retry for about 100 s), and every connection is opened by the
-    engine (`engine.connect`: its row groups, a UTC session, the tables and macros).
+    warehouse (`warehouse.connection.connect`: its row groups, a UTC session, the tables and
+    macros).
 
     `compact_strings` turns DuckDB's DICT_FSST string compression back on for every table (it is
-    always on for `query_metrics`): files about 2.7x smaller, for a nightly run several times
-    slower to write (`engine.prepare`).
+    always on for `query_metrics`): smaller files, for a nightly run several times slower to write
+    (`warehouse.connection.prepare`).
 
     Without `store_retrieved_ids` each trace is stored with an empty `retrieved_ids` (its
     `n_retrieved`, labels and their ranks as usual): nothing downstream reads the lists, and
-    storing them is about a third of a day's ingestion (bench/README.md)."""
+    storing them is a large share of a day's ingestion (bench/README.md)."""
 
     compact_strings: bool = False
     store_retrieved_ids: bool = True
@@ -75,9 +76,9 @@ class WarehouseResource(DuckDBResource):
         self._ensure_folder()
         try:
             conn = _retrying_lock(
-                lambda: engine.connect(self.database, self.connection_config, self.compact_strings)
+                lambda: connect(self.database, self.connection_config, self.compact_strings)
             )
-        except engine.UnreadableDatabaseError as exc:
+        except UnreadableDatabaseError as exc:
             raise dg.Failure(description=str(exc)) from exc
         try:
             yield conn

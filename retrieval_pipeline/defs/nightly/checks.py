@@ -1,0 +1,115 @@
+"""Asset checks: thresholds, annotation coverage and quarantine rate block the deploy gate (error);
+the stale-label rate warns. A partition without data fails every check.
+
+Each check reads the warehouse for the run's partition range and records that range in its
+metadata (`partition_start`, `partition_end`), which the deploy gate compares with its own.
+The threshold and coverage checks sit on `regression_report` (whose rows carry each segment's
+status), so a failing day still gets its report and only the deploy gate is stopped; the
+quarantine check sits on `traces` and stops the run before anything is scored on broken input.
+"""
+
+from collections.abc import Callable
+from datetime import date
+
+import dagster as dg
+
+from retrieval_pipeline import gate
+from retrieval_pipeline.defs.executor import POOL
+from retrieval_pipeline.defs.nightly.assets import labels, regression_report, traces
+from retrieval_pipeline.defs.partitions import partition_days
+from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
+from retrieval_pipeline.warehouse import nightly
+from retrieval_pipeline.warehouse.nightly import QualityCounts
+
+Share = tuple[int, int]  # (part, whole) of one day
+
+
+def _result(verdict: gate.Verdict, severity: dg.AssetCheckSeverity) -> dg.AssetCheckResult:
+    metadata: dict[str, dg.MetadataValue] = {}
+    for key, value in verdict.metadata.items():
+        if key == "breakdown":
+            metadata[key] = dg.MetadataValue.md(str(value))
+        elif isinstance(value, bool):
+            metadata[key] = dg.MetadataValue.bool(value)
+        elif isinstance(value, int):
+            metadata[key] = dg.MetadataValue.int(value)
+        elif isinstance(value, float):
+            metadata[key] = dg.MetadataValue.float(value)
+        else:
+            metadata[key] = dg.MetadataValue.text(str(value))
+    return dg.AssetCheckResult(
+        passed=verdict.passed,
+        severity=severity,
+        description=verdict.description,
+        metadata=metadata,
+    )
+
+
+@dg.asset_check(asset=regression_report, blocking=True, pool=POOL)
+def segment_thresholds(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """Fails when any segment and variant (or overall row) misses a metric threshold."""
+    start, end = partition_days(context)
+    with warehouse.get_connection() as conn:
+        rows = nightly.read_regression_rows(conn, start, end)
+    return _result(gate.threshold_verdict(rows, start, end), dg.AssetCheckSeverity.ERROR)
+
+
+@dg.asset_check(asset=regression_report, blocking=True, pool=POOL)
+def annotation_coverage(
+    context: dg.AssetCheckExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.AssetCheckResult:
+    """Fails when a segment and variant has fewer annotated traces than the configured share."""
+    start, end = partition_days(context)
+    min_coverage = settings.load().checks.min_coverage
+    with warehouse.get_connection() as conn:
+        rows = nightly.read_regression_rows(conn, start, end)
+    verdict = gate.coverage_verdict(rows, min_coverage, start, end)
+    return _result(verdict, dg.AssetCheckSeverity.ERROR)
+
+
+def _daily_shares(
+    warehouse: WarehouseResource, start: date, end: date, share: Callable[[QualityCounts], Share]
+) -> dict[date, Share]:
+    with warehouse.get_connection() as conn:
+        return {
+            day: share(nightly.quality_counts(conn, day, day))
+            for day in gate.days_between(start, end)
+        }
+
+
+@dg.asset_check(asset=traces, blocking=True, pool=POOL)
+def quarantine_rate(
+    context: dg.AssetCheckExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.AssetCheckResult:
+    """Fails when a day's share of quarantined records exceeds the configured limit."""
+    start, end = partition_days(context)
+    per_day = _daily_shares(
+        warehouse, start, end, lambda c: (c.quarantined_records, c.records_read)
+    )
+    limit = settings.load().checks.max_quarantine_rate
+    verdict = gate.rate_verdict("quarantine rate", per_day, limit, "records read", start, end)
+    return _result(verdict, dg.AssetCheckSeverity.ERROR)
+
+
+@dg.asset_check(asset=labels, blocking=False, pool=POOL)
+def stale_label_rate(
+    context: dg.AssetCheckExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.AssetCheckResult:
+    """Warns when a day's share of labels dropped as stale exceeds the configured limit."""
+    start, end = partition_days(context)
+    per_day = _daily_shares(warehouse, start, end, lambda c: (c.stale_labels, c.labels))
+    limit = settings.load().checks.max_stale_label_rate
+    verdict = gate.rate_verdict("stale-label rate", per_day, limit, "labels", start, end)
+    return _result(verdict, dg.AssetCheckSeverity.WARN)
+
+
+BLOCKING_CHECKS = (segment_thresholds, annotation_coverage, quarantine_rate)
+ALL_CHECKS = (*BLOCKING_CHECKS, stale_label_rate)

@@ -1,0 +1,136 @@
+"""The deploy gate: an approval record per day, written only when every blocking check passed for
+the run's partitions (`checks.py` defines the checks, on the assets of `assets.py`).
+
+Blocking checks stop the gate inside a run, and the gate reads their evaluations in that run; run
+alone it looks up the latest evaluation of each blocking check and refuses when one failed, is
+missing or covers other days.
+"""
+
+import json
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from retrieval_pipeline import gate
+from retrieval_pipeline.defs.nightly.assets import (
+    GROUP,
+    SINGLE_RUN,
+    range_metadata,
+    regression_report,
+)
+from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
+from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
+from retrieval_pipeline.files import write_atomically
+
+# The checks the deploy gate requires (defined in checks.py).
+BLOCKING_CHECK_KEYS = (
+    dg.AssetCheckKey(dg.AssetKey("regression_report"), "segment_thresholds"),
+    dg.AssetCheckKey(dg.AssetKey("regression_report"), "annotation_coverage"),
+    dg.AssetCheckKey(dg.AssetKey("traces"), "quarantine_rate"),
+)
+BLOCKING_CHECKS = tuple(key.name for key in BLOCKING_CHECK_KEYS)
+
+
+def _outcome(instance: dg.DagsterInstance, check_key: dg.AssetCheckKey) -> gate.CheckOutcome | None:
+    record = instance.get_latest_asset_check_evaluation_record(check_key)
+    if record is None:
+        return None
+    evaluation = None
+    if record.event is not None and record.event.dagster_event is not None:
+        data = record.event.dagster_event.event_specific_data
+        evaluation = data if isinstance(data, dg.AssetCheckEvaluation) else None
+    if evaluation is None:
+        return gate.CheckOutcome(check_key.name, None, None, None, run_id=record.run_id)
+    return _check_outcome(evaluation, record.run_id, record.create_timestamp)
+
+
+def _check_outcome(
+    evaluation: dg.AssetCheckEvaluation, run_id: str, evaluated_at: float
+) -> gate.CheckOutcome:
+    def text(key: str) -> str | None:
+        value = evaluation.metadata.get(key)
+        return str(value.value) if value is not None else None
+
+    return gate.CheckOutcome(
+        name=evaluation.check_name,
+        passed=evaluation.passed,
+        partition_start=text("partition_start"),
+        partition_end=text("partition_end"),
+        run_id=run_id,
+        description=evaluation.description,
+        evaluated_at=evaluated_at,
+    )
+
+
+def _outcomes_in_run(
+    instance: dg.DagsterInstance, run_id: str
+) -> dict[dg.AssetCheckKey, gate.CheckOutcome]:
+    """The check evaluations this run recorded. A concurrent run of other days records its own
+    evaluations too, so the latest one of a check may not be this run's."""
+    found: dict[dg.AssetCheckKey, gate.CheckOutcome] = {}
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        data = event.event_specific_data if event is not None else None
+        if isinstance(data, dg.AssetCheckEvaluation):
+            key = dg.AssetCheckKey(data.asset_key, data.check_name)
+            found[key] = _check_outcome(data, run_id, record.event_log_entry.timestamp)
+    return found
+
+
+@dg.asset(
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    kinds={"json"},
+    group_name=GROUP,
+    deps=[regression_report],
+)
+def deploy_gate(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.MaterializeResult:
+    """Approval to deploy: materializes only when every blocking check passed for these partitions,
+    and writes an approval record (partition, checks, results) a deploy system can read.
+
+    Blocking checks stop this asset inside a run, and the gate reads their evaluations in this
+    run; run alone it looks up the latest evaluation of each blocking check itself and refuses
+    when one failed, is missing or covers other days."""
+    start, end = partition_days(context)
+    in_run = _outcomes_in_run(context.instance, context.run.run_id)
+    outcomes = {
+        key.name: in_run.get(key) or _outcome(context.instance, key) for key in BLOCKING_CHECK_KEYS
+    }
+    refusals = gate.gate_refusals(BLOCKING_CHECKS, outcomes, start, end)
+    if refusals:
+        raise dg.Failure(
+            description=(
+                f"deploy gate refuses {gate.window_text(start, end)}:\n" + "\n".join(refusals)
+            ),
+            metadata={"refusals": "\n".join(refusals)},
+        )
+    folder = settings.approvals_folder(warehouse)
+    approved_at = datetime.now(UTC).isoformat(timespec="seconds")
+    written: list[str] = []
+    for day in gate.days_between(start, end):
+        # one record per day, so a deploy system finds a day's approval by its name
+        record = gate.approval_record(
+            day,
+            [o for o in outcomes.values() if o is not None],
+            run_id=context.run.run_id,
+            approved_at=approved_at,
+        )
+        path = folder / f"deploy_approval_{day.isoformat()}.json"
+        write_atomically({path: json.dumps(record, indent=2) + "\n"})
+        written.append(str(path))
+    return dg.MaterializeResult(
+        metadata={
+            **range_metadata(start, end),
+            "summary": f"approved {gate.window_text(start, end)}: "
+            + ", ".join(f"{name} passed" for name in BLOCKING_CHECKS),
+            "approval_records": "\n".join(written),
+            "approval_record": dg.MetadataValue.path(written[-1]),
+        }
+    )

@@ -1,0 +1,368 @@
+"""The A/B comparison report for eyes and for programs: self-contained HTML, Markdown and JSON.
+
+Pure: a `Comparison` (or a partition day's `DayComparison`) in, text and files out; no DuckDB, no
+Dagster. `comparison_html`, `comparison_markdown` and `comparison_json` render one comparison
+(`write_comparison_report` picks one by the file's extension); `write_reports` writes a day's
+three files as the `variant_comparison` asset keeps them (a notice in words when no comparison
+was possible). Every file is written whole (`files.write_atomically`): the comparison's check
+reads the JSON back. Trace strings are escaped with `html.escape` in HTML and with
+`text.escape_markdown` in Markdown; JSON holds them verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_pipeline.ab.compare import CellResult, Comparison, config_thresholds
+from retrieval_pipeline.ab.day import NO_COMPARISON, DayComparison
+from retrieval_pipeline.ab.stats import CONFIDENCE_LEVEL
+from retrieval_pipeline.config import PipelineConfig
+from retrieval_pipeline.files import write_atomically, write_text_atomically
+from retrieval_pipeline.reports.comparison_charts import (
+    arm_colours,
+    coverage_chart,
+    forest_chart,
+    segment_bars_chart,
+)
+from retrieval_pipeline.reports.html import (
+    chart_html,
+    esc,
+    html_page,
+    notice_html,
+    notice_markdown,
+    render_table,
+)
+from retrieval_pipeline.reports.trend_chart import trend_section
+from retrieval_pipeline.segments import segment_label
+from retrieval_pipeline.text import MISSING, escape_markdown, markdown_table, number, pvalue
+
+REPORT_SUFFIXES = (".html", ".md", ".json")
+REPORT_STEM = "variant_comparison"
+
+
+def _cell_rows(comparison: Comparison) -> list[dict[str, object]]:
+    return [
+        {
+            "segment": segment_label(c.segment),
+            "metric": c.metric,
+            "n": c.n,
+            "control": number(c.control_mean),
+            "candidate": number(c.candidate_mean),
+            "delta": number(c.delta, signed=True),
+            "relative": number(c.relative_delta, signed=True, percent=True),
+            "ci": _interval(c),
+            "p_t": pvalue(c.p_t),
+            "p_rand": pvalue(c.p_randomization),
+            "p_holm": pvalue(c.p_randomization_holm),
+            "verdict": c.verdict,
+            "control_level": number(c.control_trace_mean),
+            "candidate_level": number(c.candidate_trace_mean),
+            "threshold": number(c.threshold),
+            "threshold_status": c.threshold_status.replace("_", " "),
+            "ci_method": c.ci_method or MISSING,
+            "p_method": c.p_randomization_method or MISSING,
+        }
+        for c in comparison.cells
+    ]
+
+
+def _interval(cell: CellResult) -> str:
+    if cell.ci_low is None or cell.ci_high is None:
+        return MISSING
+    low, high = number(cell.ci_low, signed=True), number(cell.ci_high, signed=True)
+    return f"{low} .. {high}"
+
+
+_CELL_HEADERS = {
+    "segment": "segment",
+    "metric": "metric",
+    "n": "paired queries",
+    "control": "control",
+    "candidate": "candidate",
+    "delta": "delta",
+    "relative": "relative",
+    "ci": f"{CONFIDENCE_LEVEL:.0%} CI of delta",
+    "verdict": "verdict",
+    "p_holm": "p Holm (randomization)",
+    "p_rand": "p randomization",
+    "p_t": "p paired t",
+    "control_level": "control (all traces)",
+    "candidate_level": "candidate (all traces)",
+    "threshold": "threshold",
+    "threshold_status": "threshold status",
+    "ci_method": "interval method",
+    "p_method": "randomization p method",
+}
+_TEXT_CELLS = {"segment", "metric", "verdict", "ci", "threshold_status", "ci_method", "p_method"}
+
+
+def _cells_table(comparison: Comparison) -> str:
+    head = "".join(
+        f'<th class="{"text" if k in _TEXT_CELLS else "num"}">{esc(v)}</th>'
+        for k, v in _CELL_HEADERS.items()
+    )
+    body = []
+    for row in _cell_rows(comparison):
+        cells = []
+        for key in _CELL_HEADERS:
+            classes = ["text"] if key in _TEXT_CELLS else []
+            if key == "verdict" and row[key] in ("better", "worse"):
+                classes.append(str(row[key]))
+            if key == "threshold_status" and row[key] == "fail":
+                classes.append("worse")
+            attr = f' class="{" ".join(classes)}"' if classes else ""
+            cells.append(f"<td{attr}>{esc(row[key])}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _coverage_frame(comparison: Comparison) -> pd.DataFrame:
+    frame = comparison.coverage_frame()
+    frame["segment"] = [segment_label(s) for s in frame["segment"]]
+    for arm in ("control", "candidate"):
+        traces = frame[f"{arm}_traces"].astype(float)
+        annotated = frame[f"{arm}_annotated_traces"].astype(float)
+        frame[f"{arm}_annotation_rate"] = (annotated / traces).where(traces > 0)
+    return frame
+
+
+def _flag_html(comparison: Comparison) -> str:
+    if not comparison.flagged:
+        return (
+            '<div class="ok"><strong>Not flagged.</strong> No threshold newly missed and no '
+            "guarded metric significantly worse.</div>"
+        )
+    items = "".join(f"<li>{esc(reason)}</li>" for reason in comparison.reasons)
+    return f'<div class="flag"><strong>Flagged for review.</strong><ul>{items}</ul></div>'
+
+
+def _method_text(comparison: Comparison) -> str:
+    s = comparison.settings
+    guarded = ", ".join(s.guarded_metrics) or "none"
+    large = s.normal_approximation_min_pairs
+    return (
+        f"Queries are paired by query_id (a query's traces averaged per arm first); only queries "
+        f"both arms served and annotated are tested. Delta = candidate - control; "
+        f"{CONFIDENCE_LEVEL:.0%} interval of the mean paired difference: BCa bootstrap "
+        f"({s.n_resamples} resamples, seed {s.seed}) below {large} paired queries, Student t "
+        f"from {large} on. Randomization p: paired sign-flip test ({s.n_resamples} random sign "
+        f"patterns, or every pattern when there are no more) below {large} nonzero differences, "
+        f"its normal approximation from {large} on; each cell names the methods it used. "
+        f"Verdict: Holm-adjusted paired randomization (sign-flip) p <= {s.alpha:g} over all "
+        f"{len(comparison.cells)} segment x metric cells. Guarded metrics: {guarded}. Thresholds "
+        f"judge each arm's mean over all its annotated traces, where both arms have at least "
+        f"{s.min_annotated_traces} of them."
+    )
+
+
+def comparison_html(
+    comparison: Comparison,
+    title: str | None = None,
+    note: str | None = None,
+    extra_sections: Sequence[str] = (),
+) -> str:
+    """The comparison report as one self-contained HTML page; `note` (plain text, escaped) says
+    what was compared (e.g. the window), `extra_sections` (trusted HTML, e.g. `trend_section`)
+    follow the coverage."""
+    heading = title or f"{comparison.candidate} vs {comparison.control}"
+    intro = (
+        f"<p>Candidate <strong>{esc(comparison.candidate)}</strong> against control "
+        f"<strong>{esc(comparison.control)}</strong>.</p>"
+        + (f"<p>{esc(note)}</p>" if note else "")
+        + f'<p class="muted">{esc(_method_text(comparison))}</p>'
+    )
+    coverage = _coverage_frame(comparison)
+    sections = [
+        intro + _flag_html(comparison),
+        "<section><h2>Per segment and metric</h2>" + _cells_table(comparison) + "</section>",
+        "<section><h2>Means per segment</h2>"
+        + chart_html(
+            segment_bars_chart(comparison),
+            "control and candidate means per segment",
+            f"Each arm's mean over its annotated traces with {CONFIDENCE_LEVEL:.0%} t intervals; "
+            "dashed red: the segment's threshold.",
+        )
+        + "</section>",
+        "<section><h2>Differences</h2>"
+        + chart_html(
+            forest_chart(comparison),
+            "candidate minus control per segment and metric",
+            f"Candidate minus control with its {CONFIDENCE_LEVEL:.0%} interval (each cell's "
+            "interval method is in the table above).",
+        )
+        + "</section>",
+        "<section><h2>Coverage</h2>"
+        + chart_html(coverage_chart(comparison), "queries per segment by pairing")
+        + render_table(
+            coverage,
+            headers={c: c.replace("_", " ") for c in coverage.columns},
+        )
+        + "</section>",
+        *extra_sections,
+    ]
+    return html_page(heading, sections)
+
+
+def comparison_markdown(comparison: Comparison, note: str | None = None) -> str:
+    """The comparison report in Markdown (trace strings escaped: no HTML, no cell breaks);
+    `note` says what was compared, as in `comparison_html`."""
+    lines = [
+        f"# {escape_markdown(comparison.candidate)} vs {escape_markdown(comparison.control)}",
+        "",
+        *([escape_markdown(note), ""] if note else []),
+        escape_markdown(_method_text(comparison)),
+        "",
+    ]
+    if comparison.flagged:
+        lines.append("**Flagged for review:**")
+        lines += [f"- {escape_markdown(reason)}" for reason in comparison.reasons]
+    else:
+        lines.append("Not flagged.")
+    lines += ["", "## Per segment and metric", ""]
+    rows = _cell_rows(comparison)
+    lines.append(
+        markdown_table(list(_CELL_HEADERS.values()), [[r[k] for k in _CELL_HEADERS] for r in rows])
+    )
+    lines += ["", "## Coverage (queries)", ""]
+    lines.append(
+        markdown_table(
+            [
+                "segment",
+                "paired",
+                "both served, not paired",
+                "control only",
+                "candidate only",
+                "control traces (annotated)",
+                "candidate traces (annotated)",
+            ],
+            [
+                [
+                    segment_label(c.segment),
+                    c.paired,
+                    c.shared_unpaired,
+                    c.control_only,
+                    c.candidate_only,
+                    f"{c.control_traces} ({c.control_annotated_traces})",
+                    f"{c.candidate_traces} ({c.candidate_annotated_traces})",
+                ]
+                for c in comparison.coverage
+            ],
+        )
+    )
+    return "\n".join(lines) + "\n"
+
+
+def comparison_json(comparison: Comparison) -> str:
+    """The comparison as JSON (strings as they are in the data; undefined numbers null)."""
+    return json.dumps(comparison.to_dict(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def report_format(path: Path) -> str:
+    """The report kind of `path` by extension; ValueError for any other."""
+    suffix = path.suffix.lower()
+    if suffix not in REPORT_SUFFIXES:
+        raise ValueError(
+            f"{path}: unknown report format {suffix or '(none)'}; use {', '.join(REPORT_SUFFIXES)}"
+        )
+    return suffix
+
+
+def write_comparison_report(comparison: Comparison, path: Path) -> None:
+    """Write the HTML, Markdown or JSON report, chosen by `path`'s extension."""
+    suffix = report_format(path)
+    renderers: dict[str, Callable[[Comparison], str]] = {
+        ".html": comparison_html,
+        ".md": comparison_markdown,
+        ".json": comparison_json,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, renderers[suffix](comparison))
+
+
+def report_path(folder: Path, day: date, suffix: str) -> Path:
+    """Where the comparison report of `day` is written (`suffix`: .html, .md or .json)."""
+    return folder / f"{REPORT_STEM}_{day.isoformat()}{suffix}"
+
+
+def write_reports(
+    result: DayComparison, folder: Path, trend_rows: pd.DataFrame, config: PipelineConfig
+) -> list[Path]:
+    """Write the HTML, Markdown and JSON reports of one day, all three whole (renamed over the old
+    ones together); their paths. `trend_rows`: `segment_metrics` rows of recent partitions
+    (`warehouse.trend.read_segment_trend`), drawn for the two arms."""
+    title = f"Variant comparison {result.day.isoformat()}: {result.candidate} vs {result.control}"
+    paths = [report_path(folder, result.day, suffix) for suffix in REPORT_SUFFIXES]
+    html_path, md_path, json_path = paths
+    note = result.note()
+    if result.comparison is None:
+        lines = [f"{NO_COMPARISON}: {result.problem}.", note]
+        page, markdown = notice_html(title, lines), notice_markdown(title, lines)
+    else:
+        if result.problem is not None:
+            note += f" {NO_COMPARISON}: {result.problem}."
+        two_arms = trend_rows[trend_rows["variant"].isin([result.control, result.candidate])]
+        trend_html = trend_section(
+            two_arms,
+            metrics=list(config.headline_metrics),
+            thresholds=config_thresholds(config),
+            value_column="mean",
+            title="Daily trend of the headline metrics",
+            colours=arm_colours(result.control, result.candidate),
+        )
+        page = comparison_html(result.comparison, title, note, [trend_html])
+        markdown = comparison_markdown(result.comparison, note)
+    text = json.dumps(result.to_dict(), indent=2, allow_nan=False, ensure_ascii=False)
+    write_atomically({html_path: page, md_path: markdown, json_path: text + "\n"})
+    return paths
+
+
+def short_interval(cell: CellResult) -> str:
+    """The interval of a cell's delta on one short line (`-0.012..+0.034`), for the terminal and
+    the asset's metadata; MISSING where there is none."""
+    if cell.ci_low is None or cell.ci_high is None:
+        return MISSING
+    return f"{number(cell.ci_low, signed=True)}..{number(cell.ci_high, signed=True)}"
+
+
+def cells_markdown(comparison: Comparison) -> str:
+    """Every cell of `comparison` as a short Markdown table (the asset's `cells` metadata)."""
+    header = ["segment", "metric", "paired", "control", "candidate", "delta"]
+    header += [f"{CONFIDENCE_LEVEL:.0%} CI", "p Holm", "verdict", "CI method", "p method"]
+    rows = []
+    for cell in comparison.cells:
+        p = cell.p_randomization_holm
+        rows.append(
+            [
+                segment_label(cell.segment),
+                cell.metric,
+                cell.n,
+                number(cell.control_mean),
+                number(cell.candidate_mean),
+                number(cell.delta, signed=True),
+                short_interval(cell),
+                MISSING if p is None else f"{p:.4f}",
+                cell.verdict,
+                cell.ci_method or MISSING,
+                cell.p_randomization_method or MISSING,
+            ]
+        )
+    return markdown_table(header, rows)
+
+
+def reasons_markdown(results: list[DayComparison], with_day: bool) -> str:
+    """Each day's reasons (and why no comparison was possible) as a Markdown list; `none`."""
+    lines = []
+    for result in results:
+        prefix = f"{result.day.isoformat()}: " if with_day else ""
+        if result.problem is not None:
+            lines.append(f"- {prefix}{NO_COMPARISON}: {escape_markdown(result.problem)}")
+        lines += [f"- {prefix}{escape_markdown(r)}" for r in result.reasons]
+    return "\n".join(lines) or "none"

@@ -1,0 +1,167 @@
+"""Opening the warehouse: the DuckDB file attached with the warehouse's row groups, a UTC session,
+the tables and macros of sql/, a migration for older files, and the memory limit.
+
+Knows nothing of Dagster: the pipeline's assets and the `evaluate` command open the same
+connections. Opening a warehouse also removes what an interrupted ingestion left
+(`recovery.undo_interrupted_ingestions`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
+from retrieval_pipeline.warehouse.session import transaction
+from retrieval_pipeline.warehouse.sql import load_sql
+
+
+class UnreadableDatabaseError(Exception):
+    """The database file exists but DuckDB cannot read it (a failed checksum, a file that is not
+    DuckDB's): retrying cannot help, unlike a lock another process holds."""
+
+
+# What DuckDB says, opening a file, when the file itself is damaged or is not a DuckDB database.
+_UNREADABLE_FILE_ERRORS = (
+    "Corrupt database file",
+    "is not a valid DuckDB database file",
+    "No more data remaining in MetadataReader",
+    "Failed to load metadata pointer",
+)
+
+
+# DuckDB's memory_limit for the warehouse and for `evaluate` (e.g. "4GB"). DuckDB's own default,
+# 80% of RAM, lets its cache of the blocks a run has read or written grow with every day of a
+# backfill; beyond the limit it spills to disk. 512MB bounds a large partition's peak for a little
+# time against 1GB (bench/README.md measures both).
+MEMORY_LIMIT_ENV = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
+DEFAULT_MEMORY_LIMIT = "512MB"
+
+
+def memory_limit() -> str:
+    """DuckDB's memory_limit: $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT, else DEFAULT_MEMORY_LIMIT."""
+    return os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT
+
+
+# Rows per row group of the warehouse's tables. DuckDB scans a table a row group per thread: at its
+# default of 122,880 rows a day of 100k traces is one row group, scored on one core.
+ROW_GROUP_ROWS = 16_384
+
+
+def connect(
+    database: str | Path = ":memory:",
+    config: dict[str, Any] | None = None,
+    compact_strings: bool = False,
+    scratch: bool = False,
+) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse file (or a private in-memory database) with the warehouse's row groups,
+    a UTC session and the tables and macros of sql/; `config` is DuckDB's (e.g. memory_limit).
+
+    The database is attached, not opened directly: the row group size is an option of ATTACH
+    only, and DuckDB does not keep it in the file. A `scratch` database is thrown away after use
+    (`evaluate`'s): it keeps no write-ahead log, and `close_scratch` closes it without writing
+    it out."""
+    if str(database) != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    conn = duckdb.connect(":memory:", config=config or {})
+    try:
+        params = {"database": str(database), "rows": ROW_GROUP_ROWS}
+        try:
+            if scratch:
+                conn.execute(
+                    "attach $database as warehouse"
+                    " (row_group_size $rows, recovery_mode no_wal_writes)",
+                    params,
+                )
+                conn.execute("set checkpoint_on_detach = 'DISABLED'")
+            else:
+                conn.execute("attach $database as warehouse (row_group_size $rows)", params)
+        except duckdb.Error as exc:
+            if not any(words in str(exc) for words in _UNREADABLE_FILE_ERRORS):
+                raise
+            raise UnreadableDatabaseError(
+                f"{database}: DuckDB cannot read this database file ({exc}). The nightly job's"
+                " tables are derived from the trace store: move the file aside (keep it to report"
+                " the problem) and rebuild the days you need with a backfill (README,"
+                ' "Rebuilding the warehouse")'
+            ) from exc
+        conn.execute("use warehouse")
+        prepare(conn, compact_strings)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def close_scratch(conn: duckdb.DuckDBPyConnection) -> None:
+    """Close a `scratch` connection without the checkpoint that closing a database does: it
+    would write the whole database out once more just before it is deleted."""
+    conn.execute("use memory")
+    conn.execute("detach warehouse")
+    conn.close()
+
+
+def prepare(conn: duckdb.DuckDBPyConnection, compact_strings: bool = False) -> None:
+    """Set the session up for the statements in sql/ and create missing tables.
+
+    Unless `compact_strings`, DuckDB's DICT_FSST string compression is off: on the id lists it
+    cost more than validating them, at each checkpoint, for smaller files (bench/README.md,
+    "Where the time goes"). `query_metrics` is written with it on all the same
+    (`strings_compressed`)."""
+    set_time_zone(conn)
+    if compact_strings:
+        conn.execute("reset disabled_compression_methods")
+    else:
+        conn.execute("set disabled_compression_methods = 'dict_fsst'")
+    conn.execute(load_sql("schema"))
+    _add_label_ranks(conn)
+    undo_interrupted_ingestions(conn)
+    conn.execute(load_sql("macros"))
+
+
+@contextmanager
+def strings_compressed(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DICT_FSST string compression on for the block, whatever `prepare` chose.
+
+    For `query_metrics`: its strings repeat (five metric names, a few segments and variants, each
+    trace's ids once per metric), so compressed rows are faster to write than raw ones, and the
+    comparison window reads its seven days faster (bench/README.md). DuckDB compresses rows when
+    it writes them out: an insert of a row group or more as it goes, a smaller one at the next
+    checkpoint, which may come after the block (harmless: it is small). The setting is the
+    database's, not the cursor's: nothing else may write while the block runs, and `prepare`
+    sets no other method."""
+    row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
+    was_disabled = bool(row and row[0])
+    conn.execute("reset disabled_compression_methods")
+    try:
+        yield
+    finally:
+        if was_disabled:
+            conn.execute("set disabled_compression_methods = 'dict_fsst'")
+
+
+def _add_label_ranks(conn: duckdb.DuckDBPyConnection) -> None:
+    """Bring a warehouse written before labels carried their rank up to date, in one
+    transaction (a no-op for any other)."""
+    row = conn.execute(
+        "select count(*) from duckdb_columns() where database_name = current_database()"
+        " and table_name = 'traces' and column_name = 'n_retrieved'"
+    ).fetchone()
+    if row is not None and row[0] > 0:
+        return
+    with transaction(conn):
+        conn.execute("alter table traces rename to traces_without_ranks")
+        conn.execute(load_sql("schema"))
+        conn.execute("insert into traces by name " + load_sql("migrate_label_ranks"))
+        conn.execute("drop table traces_without_ranks")
+
+
+def set_time_zone(conn: duckdb.DuckDBPyConnection) -> None:
+    """The session in UTC: a timestamp without an offset means UTC (the trace contract),
+    whatever the machine says."""
+    conn.execute("set TimeZone = 'UTC'")

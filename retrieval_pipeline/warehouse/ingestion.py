@@ -1,0 +1,304 @@
+"""Ingestion: a source's records validated into `traces`, the rest into `quarantine` with their
+reasons, a piece at a time, a day replaced whole or not at all.
+
+Pieces are read ahead in one thread (`sources.read_ahead`), validated on the caller's connection
+(`validation.stage_records`) and written behind in another (`_written_behind`), so reading,
+validating and writing overlap. A new day's pieces go straight into the tables while
+`pending_ingestions` names it (`recovery` removes them if the ingestion does not finish); a day
+that holds rows keeps them until the new ones are complete, staged as Parquet files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import TypeAlias
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from retrieval_pipeline.warehouse.connection import set_time_zone
+from retrieval_pipeline.warehouse.partitions import INGESTED_TABLES, delete_partitions, insert
+from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
+from retrieval_pipeline.warehouse.session import registered, transaction
+from retrieval_pipeline.warehouse.sources import TraceSource, raw_record_pieces, read_ahead
+from retrieval_pipeline.warehouse.sql import load_sql
+from retrieval_pipeline.warehouse.validation import stage_records
+
+
+@dataclass(frozen=True)
+class IngestCounts:
+    """What happened to every record read: read == scored + quarantined."""
+
+    files: int
+    read: int
+    valid: int
+    quarantined: int
+    duplicate_ids_dropped: int
+    # valid records kept under the store's day although their timestamp is on another UTC day
+    outside_day: int = 0
+
+
+def ingest_traces(
+    conn: duckdb.DuckDBPyConnection,
+    source: TraceSource,
+    partition_date: date | None = None,
+    keep_retrieved_ids: bool = True,
+) -> IngestCounts:
+    """Validate records into `traces`, the rest into `quarantine`: a day is replaced whole or not
+    at all.
+
+    Records are validated a piece at a time, so memory does not grow with the size of a day.
+    Where nothing is stored yet (a new day) each piece's rows go straight into the tables; else
+    they are staged and swapped in at the end (`_piece_writer`).
+
+    With `partition_date` (the trace store's day) every record is stored under that date and that
+    date is replaced; the store's day is authoritative, so a valid record whose timestamp falls on
+    another UTC day is kept there and counted (`outside_day`). Without, each record goes under the
+    UTC date of its own timestamp and every date present is replaced.
+
+    Without `keep_retrieved_ids` each trace is stored with an empty `retrieved_ids` (its
+    `n_retrieved`, labels and their ranks as usual): scoring never reads the lists, and storing
+    them is most of the insert's cost. For a private database that nothing else reads
+    (`evaluate`'s).
+    """
+    n_files, pieces = raw_record_pieces(conn, source)
+    read = valid = duplicates = outside = 0
+    dates: set[date] = set() if partition_date is None else {partition_date}
+    create_seen_trace_ids(conn)
+    ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
+    try:
+        with (
+            _piece_writer(conn, partition_date, dates) as write_piece,
+            _written_behind(conn, write_piece) as write,
+        ):
+            for number, piece in enumerate(read_ahead(pieces)):
+                staged = stage_records(conn, piece, partition_date, keep_retrieved_ids)
+                staged = _in_batches_per_thread(staged, int(threads))
+                with registered(conn, "stg_trace_records", staged):
+                    if partition_date is None:  # the dates of this piece's own timestamps
+                        rows = conn.execute(
+                            "select distinct partition_date from stg_trace_records"
+                            " where partition_date is not null"
+                        ).fetchall()
+                        dates.update(row[0] for row in rows)
+                    write(staged, number)
+                    conn.execute(
+                        "insert into seen_trace_ids select trace_id, file_order, source_file,"
+                        " source_line from stg_trace_records where reason is null"
+                    )
+                    row = conn.execute(load_sql("agg_ingest_counts")).fetchone()
+                    assert row is not None
+                    read, valid = read + int(row[0]), valid + int(row[1])
+                    duplicates, outside = duplicates + int(row[2]), outside + int(row[3])
+    finally:
+        conn.execute("drop table if exists seen_trace_ids")
+    return IngestCounts(
+        files=n_files,
+        read=read,
+        valid=valid,
+        quarantined=read - valid,
+        duplicate_ids_dropped=duplicates,
+        outside_day=outside,
+    )
+
+
+# Stores a piece (registered as `stg_trace_records` on the connection it is given) by its number.
+PieceWriter: TypeAlias = Callable[[duckdb.DuckDBPyConnection, int], None]
+
+
+@contextmanager
+def _written_behind(
+    conn: duckdb.DuckDBPyConnection, write_piece: PieceWriter
+) -> Iterator[Callable[[pa.Table, int], None]]:
+    """`write(staged, number)`: piece `number` stored by `write_piece` in a second thread, on a
+    cursor of its own, while the caller validates the next one; the thread's CPU otherwise sat
+    idle during the single-threaded parts of validation (bench/README.md). One piece at a time,
+    in order; a failed write raises at the next piece or at the end, and nothing is left running
+    when the block exits, so an undo never meets a write."""
+    writer = _cursor_like(conn)
+    in_flight: list[Future[None]] = []
+
+    def store(staged: pa.Table, number: int) -> None:
+        with registered(writer, "stg_trace_records", staged):
+            write_piece(writer, number)
+
+    def write(staged: pa.Table, number: int) -> None:
+        if in_flight:
+            in_flight.pop().result()
+        in_flight.append(pool.submit(store, staged, number))
+
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="write-behind") as pool:
+            try:
+                yield write
+                if in_flight:
+                    in_flight.pop().result()
+            finally:
+                wait(in_flight)
+    finally:
+        writer.close()
+
+
+def _cursor_like(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A second connection to `conn`'s database, in its session's database and time zone."""
+    ((database,),) = conn.execute("select current_database()").fetchall()
+    cursor = conn.cursor()
+    set_time_zone(cursor)
+    if database == "warehouse":  # `connect`'s
+        cursor.execute("use warehouse")
+    elif database != "memory":
+        cursor.close()
+        raise ValueError(f"a connection to database {database!r}: use warehouse.connection.connect")
+    return cursor
+
+
+@contextmanager
+def _piece_writer(
+    conn: duckdb.DuckDBPyConnection, partition_date: date | None, dates: set[date]
+) -> Iterator[PieceWriter]:
+    """How an ingestion stores a piece.
+
+    Where nothing is stored yet (`partition_date` holds no rows; without one, both tables are
+    empty) there is nothing to keep: each piece goes straight in, in a transaction of its own,
+    while `pending_ingestions` says so; a failure removes what was written, and a killed run's
+    rows are removed by the next `connection.prepare`. Else the day's old rows stay until the new
+    ones are complete: pieces are staged as Parquet files, outside any transaction (inside one
+    DuckDB keeps every Arrow piece it inserted until the commit, so its memory would grow with the
+    day), and one short transaction replaces the dates in `dates` from them at the end."""
+    if not _holds_rows(conn, partition_date):
+        with transaction(conn):
+            conn.execute("insert into pending_ingestions values ($date)", {"date": partition_date})
+        try:
+            yield lambda cursor, number: _insert_piece(cursor)
+        except BaseException:
+            # a connection that cannot undo it now (it broke) leaves it to the next one
+            with suppress(duckdb.Error):
+                undo_interrupted_ingestions(conn)
+            raise
+        conn.execute("delete from pending_ingestions")
+        return
+    staged_files: dict[str, list[str]] = {table: [] for table in INGESTED_TABLES}
+    with _staging_directory(conn) as staging:
+
+        def stage(cursor: duckdb.DuckDBPyConnection, number: int) -> None:
+            for table, path in _write_piece(cursor, staging, number).items():
+                staged_files[table].append(path)
+
+        yield stage
+        _replace_from_staging(conn, sorted(dates), staged_files)
+
+
+def _holds_rows(conn: duckdb.DuckDBPyConnection, partition_date: date | None) -> bool:
+    """Whether `traces` or `quarantine` holds rows of `partition_date` (None: any rows)."""
+    row = conn.execute(
+        "select exists (select 1 from traces where coalesce(partition_date = $date, true))"
+        " or exists (select 1 from quarantine where coalesce(partition_date = $date, true))",
+        {"date": partition_date},
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _insert_piece(conn: duckdb.DuckDBPyConnection) -> None:
+    """Insert piece `stg_trace_records` into the tables it fills, in one transaction."""
+    with transaction(conn):
+        for table, statement in INGESTED_TABLES.items():
+            insert(conn, table, statement)
+
+
+def create_seen_trace_ids(conn: duckdb.DuckDBPyConnection) -> None:
+    """The valid trace_ids of an ingestion's earlier pieces, which sql/stg_trace_records.sql reads:
+    a later record repeating one is quarantined."""
+    conn.execute(
+        "create or replace temp table seen_trace_ids"
+        " (trace_id varchar, file_order integer, source_file varchar, source_line bigint)"
+    )
+
+
+@contextmanager
+def _staging_directory(conn: duckdb.DuckDBPyConnection) -> Iterator[Path]:
+    """A fresh folder for one ingestion's staging files, removed afterwards: beside the warehouse
+    file (the disk the user gave it), or in the system's temporary folder for an in-memory one."""
+    row = conn.execute(
+        "select path from duckdb_databases() where database_name = current_database()"
+    ).fetchone()
+    if row is None or row[0] is None:
+        with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-staging-") as folder:
+            yield Path(folder)
+        return
+    root = Path(row[0]).with_name(Path(row[0]).name + ".staging")
+    # Holding the warehouse's write lock, no other ingestion is using this root: what is there was
+    # left by a killed one.
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_piece(conn: duckdb.DuckDBPyConnection, staging: Path, number: int) -> dict[str, str]:
+    """Write piece `number` (registered as `stg_trace_records`) to staging files, one per table
+    in INGESTED_TABLES that it has rows for: {table: path}."""
+    written = {}
+    for table, statement in INGESTED_TABLES.items():
+        path = staging / f"{table}-{number:06d}.parquet"
+        if _write_staged(conn, statement, path):
+            written[table] = str(path)
+    return written
+
+
+def _replace_from_staging(
+    conn: duckdb.DuckDBPyConnection, dates: Sequence[date], staged_files: dict[str, list[str]]
+) -> None:
+    """In one transaction, empty the partitions of `dates` in each staged table and insert its
+    staging files: the day is replaced whole or not at all."""
+    with transaction(conn):
+        for table, files in staged_files.items():
+            delete_partitions(conn, table, dates)
+            if files:
+                insert(conn, table, "stg_staged_rows", {"files": files})
+
+
+def _write_staged(conn: duckdb.DuckDBPyConnection, statement: str, path: Path) -> bool:
+    """Write the rows of `sql/<statement>.sql` to `path` as Parquet; False when there are none."""
+    rows = conn.sql(load_sql(statement)).to_arrow_table()
+    if rows.num_rows == 0:
+        return False
+    try:
+        # read once, right after: no compression, dictionaries or statistics to pay for
+        pq.write_table(
+            rows,
+            path,
+            row_group_size=STAGING_ROW_GROUP_ROWS,
+            compression="none",
+            use_dictionary=False,
+            write_statistics=False,
+        )
+    except OSError as exc:
+        raise OSError(
+            f"{path}: cannot write a staging file ({exc.strerror or exc}); validated rows are"
+            " staged there before they are stored, and nothing was stored"
+        ) from exc
+    return True
+
+
+# Row groups of the staging files: the final insert reads one per thread.
+STAGING_ROW_GROUP_ROWS = 16_384
+
+
+def _in_batches_per_thread(table: pa.Table, threads: int) -> pa.Table:
+    """`table` in one record batch per DuckDB thread, for inserting it: each thread then writes
+    long row groups. Of the shapes measured (one batch, batches of 8,192 rows, one per thread),
+    one per thread inserts fastest (bench/README.md)."""
+    rows = max(-(-table.num_rows // max(threads, 1)), 1)
+    return pa.Table.from_batches(
+        table.combine_chunks().to_batches(max_chunksize=rows), table.schema
+    )

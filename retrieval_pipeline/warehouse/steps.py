@@ -1,0 +1,117 @@
+"""The warehouse steps after ingestion: labels with their staleness, and every metric of every
+trace (`query_metrics`, long), each replacing its partitions whole; and the per-trace table
+that `evaluate` hands back (wide)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import date
+from typing import Self
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from retrieval_pipeline.metrics import Gain, Metric, check_gain, check_relevance_level
+from retrieval_pipeline.warehouse.connection import strings_compressed
+from retrieval_pipeline.warehouse.partitions import replace_partitions
+from retrieval_pipeline.warehouse.sql import load_sql
+
+
+class _Counts:
+    """Counts that add up over days."""
+
+    @classmethod
+    def total(cls, parts: Iterable[Self]) -> Self:
+        items = list(parts)
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        return cls(**{name: sum(getattr(item, name) for item in items) for name in names})
+
+
+@dataclass(frozen=True)
+class LabelCounts(_Counts):
+    labels: int
+    stale: int
+    traces_with_stale: int
+
+
+@dataclass(frozen=True)
+class MetricCounts(_Counts):
+    traces: int
+    annotated: int
+    unannotated: int
+    no_relevant: int
+
+
+def build_labels(
+    conn: duckdb.DuckDBPyConnection, start: date, end: date, use_corpus: bool
+) -> LabelCounts:
+    """Rebuild `labels` for partitions start..end (inclusive), marking stale ones."""
+    params = {"start_date": start, "end_date": end, "use_corpus": use_corpus}
+    replace_partitions(conn, "labels", (start, end), "int_labels", params)
+    row = conn.execute(
+        load_sql("agg_label_counts"), {"start_date": start, "end_date": end}
+    ).fetchone()
+    labels, stale, traces_with_stale = row if row else (0, 0, 0)
+    return LabelCounts(int(labels), int(stale), int(traces_with_stale))
+
+
+def compute_query_metrics(
+    conn: duckdb.DuckDBPyConnection,
+    metrics: Sequence[Metric],
+    start: date,
+    end: date,
+    gain: Gain = "exponential",
+    relevance_level: float = 1.0,
+) -> MetricCounts:
+    """Rebuild `query_metrics` (long: one row per trace and metric) for start..end inclusive."""
+    params = {
+        "start_date": start,
+        "end_date": end,
+        "cutoffs": sorted({m.k for m in metrics if m.k is not None}),
+        "metric_names": [m.name for m in metrics],
+        "relevance_level": check_relevance_level(relevance_level),
+        "exponential_gain": check_gain(gain) == "exponential",
+    }
+    with strings_compressed(conn):
+        replace_partitions(conn, "query_metrics", (start, end), "fct_query_metrics", params)
+    row = conn.execute(
+        load_sql("agg_metric_counts"),
+        {"start_date": start, "end_date": end, "metric": metrics[0].name},
+    ).fetchone()
+    traces, annotated, no_relevant = row if row else (0, 0, 0)
+    return MetricCounts(
+        traces=int(traces),
+        annotated=int(annotated),
+        unannotated=int(traces) - int(annotated),
+        no_relevant=int(no_relevant),
+    )
+
+
+def query_metrics_wide(
+    conn: duckdb.DuckDBPyConnection, metrics: Sequence[Metric], start: date, end: date
+) -> pd.DataFrame:
+    """One row per trace: trace_id, query_id, segment, variant, n_retrieved, n_relevant,
+    n_stale_labels, then one column per metric (canonical names), null when unannotated."""
+    columns = [
+        "trace_id",
+        "query_id",
+        "segment",
+        "variant",
+        "n_retrieved",
+        "n_relevant",
+        "n_stale_labels",
+    ]
+    names = [m.name for m in metrics]
+    params = {"start_date": start, "end_date": end, "metric_names": names}
+    conn.complete()  # DuckDB 2.0: no new query while an earlier execute() has unread rows
+    table = conn.sql(load_sql("rpt_query_metrics"), params=params).to_arrow_table()
+    if table.num_rows == 0:
+        return pd.DataFrame(columns=columns + names)
+    values = table.column("metric_values")
+    wide = {column: table.column(column) for column in columns}
+    for i, name in enumerate(names):
+        wide[name] = pc.list_element(values, i).cast(pa.float64())
+    return pa.table(wide).to_pandas()

@@ -1,0 +1,198 @@
+"""`retrieval-pipeline evaluate`: what it prints, writes and exits with."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from retrieval_pipeline.cli import main
+from retrieval_pipeline.warehouse import connection, evaluation, ingestion
+
+LINES = [
+    # worked example A: P@5 = 1/5, recall@20 = 1/4, RR = 1/2, AP = (1/2)/4
+    {
+        "trace_id": "a",
+        "query_id": "q1",
+        "timestamp": "2026-11-30T10:00:00Z",
+        "retrieved_ids": ["d3", "d1", "d9"],
+        "relevance_scores": {"d1": 3, "d2": 2, "d3": 0, "d4": 1, "d5": 1},
+        "segment": "factual",
+    },
+    # relevant at rank 1 and 2 of 2: P@5 = 2/5, recall = 2/2, RR = 1, AP = (1/1 + 2/2)/2
+    {
+        "trace_id": "b",
+        "query_id": "q2",
+        "timestamp": "2026-11-30T11:00:00Z",
+        "retrieved_ids": ["x", "y", "x"],
+        "relevant_ids": ["x", "y"],
+    },
+    {
+        "trace_id": "c",
+        "query_id": "q3",
+        "timestamp": "2026-11-30T12:00:00Z",
+        "retrieved_ids": ["x"],
+    },
+]
+
+
+@pytest.fixture
+def traces(tmp_path: Path) -> Path:
+    path = tmp_path / "traces.jsonl"
+    body = [json.dumps(line) for line in LINES] + ['{"trace_id": "broken"']
+    path.write_text("\n".join(body) + "\n")
+    return path
+
+
+def test_summary_counts_and_means(traces: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["evaluate", str(traces), "--metrics", "precision@5,recall@20,mrr,map"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Read 4 records from 1 file(s): 3 scored, 1 quarantined." in result.output
+    assert "Annotated traces: 2 of 3 (66.7%); 1 unannotated (not scored)" in result.output
+    assert "repeated retrieved ids dropped: 1." in result.output
+    means = {
+        line.split()[0]: float(line.split()[1])
+        for line in result.output.splitlines()
+        if line.split() and line.split()[0] in {"precision@5", "recall@20", "mrr", "map"}
+    }
+    assert means["precision@5"] == pytest.approx(round((1 / 5 + 2 / 5) / 2, 4))
+    assert means["recall@20"] == pytest.approx(round((1 / 4 + 2 / 2) / 2, 4))
+    assert means["mrr"] == pytest.approx(round((1 / 2 + 1) / 2, 4))
+    assert means["map"] == pytest.approx(round(((1 / 2) / 4 + (1 / 1 + 2 / 2) / 2) / 2, 4))
+    assert f"{traces}:4: malformed JSON" in result.output
+
+
+def test_json_summary_and_output_files(traces: Path, tmp_path: Path) -> None:
+    out, rejected = tmp_path / "per_query.parquet", tmp_path / "rejected.csv"
+    result = CliRunner().invoke(
+        main,
+        [
+            "evaluate",
+            str(traces),
+            "--metrics",
+            "P@5,RR",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            "--quarantine",
+            str(rejected),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["records_read"] == summary["records_scored"] + summary["records_quarantined"]
+    assert summary["means"]["mrr"] == pytest.approx((1 / 2 + 1) / 2)
+    table = pd.read_parquet(out)
+    assert list(table.columns) == [
+        "trace_id",
+        "query_id",
+        "segment",
+        "variant",
+        "n_retrieved",
+        "n_relevant",
+        "n_stale_labels",
+        "precision@5",
+        "mrr",
+    ]
+    assert list(table.trace_id) == ["a", "b", "c"]
+    assert pd.isna(table.set_index("trace_id").loc["c", "mrr"])
+    assert pd.read_csv(rejected).reason.tolist() == ["malformed JSON"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_output_formats_by_extension(traces: Path, tmp_path: Path, suffix: str) -> None:
+    out = tmp_path / f"per_query{suffix}"
+    assert CliRunner().invoke(main, ["evaluate", str(traces), "--output", str(out)]).exit_code == 0
+    frame = pd.read_csv(out) if suffix == ".csv" else pd.read_json(out, lines=True)
+    assert len(frame) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--metrics", "ndcg"], "metric 'ndcg' needs a cut-off"),
+        (["--metrics", "ndcg@0"], "the cut-off K must be >= 1"),
+        (["--metrics", "bleu@4"], "unknown metric 'bleu@4'; valid metrics: ndcg@K"),
+        (["--output", "x.xlsx"], "unknown output format .xlsx"),
+        (["--relevance-level", "0"], "relevance level must be a number > 0"),
+    ],
+)
+def test_bad_options_fail_with_one_line(traces: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["evaluate", str(traces), *args])
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_path_names_it(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["evaluate", str(tmp_path / "nope")])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"Error: {tmp_path / 'nope'}: no such file or directory"
+
+
+def test_evaluate_stages_nothing_on_disk(traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # its database is new: every piece goes straight in, no Parquet staging file is written
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", no_space)
+    assert CliRunner().invoke(main, ["evaluate", str(traces)]).exit_code == 0
+
+
+def test_evaluate_works_in_a_temporary_database_within_the_memory_limit(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    monkeypatch.setenv(connection.MEMORY_LIMIT_ENV, "300MB")
+    opened: list[tuple[Path, str, bool]] = []
+    connect = connection.connect
+
+    def spy(
+        database: Path, config: dict | None = None, scratch: bool = False
+    ) -> duckdb.DuckDBPyConnection:
+        conn = connect(database, config, scratch=scratch)
+        row = conn.execute("select current_setting('memory_limit')").fetchone()
+        opened.append((Path(database), str(row[0] if row else ""), scratch))
+        return conn
+
+    monkeypatch.setattr(evaluation, "connect", spy)  # where evaluate looks it up
+    assert CliRunner().invoke(main, ["evaluate", str(traces)]).exit_code == 0
+    ((database, limit, scratch),) = opened
+    assert database.parent.parent == temporary and scratch
+    assert limit == "286.1 MiB"  # DuckDB's words for 300MB = 300 * 10^6 bytes
+    assert list(temporary.iterdir()) == []  # removed when it ended
+
+
+def test_a_full_disk_fails_in_one_line(traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DuckDB spills to disk beyond its memory limit; a full disk is an IO error of DuckDB's
+    def no_space(conn: object) -> None:
+        raise duckdb.IOException('Could not write file "/tmp/duckdb/spill.tmp": No space left')
+
+    monkeypatch.setattr(ingestion, "_insert_piece", no_space)
+    result = CliRunner().invoke(main, ["evaluate", str(traces)])
+    assert result.exit_code == 1
+    line = result.output.strip()
+    assert line.startswith("Error: ") and "\n" not in line
+    assert 'Could not write file "/tmp/duckdb/spill.tmp": No space left' in line
+
+
+def test_evaluate_does_not_import_dagster(traces: Path) -> None:
+    probe = (
+        "import sys; from retrieval_pipeline.cli import main; "
+        "main(['evaluate', sys.argv[1]], standalone_mode=False); "
+        "assert 'dagster' not in sys.modules, 'dagster imported'"
+    )
+    subprocess.run([sys.executable, "-c", probe, str(traces)], check=True, capture_output=True)
