@@ -34,7 +34,7 @@ from retrieval_pipeline.defs.resources import (
     store_retrieved_ids,
 )
 from retrieval_pipeline.defs.schedules import nightly_job, nightly_schedule
-from retrieval_pipeline.warehouse.connection import memory_limit
+from retrieval_pipeline.warehouse.connection import duckdb_budget
 
 ASSETS = [
     assets.traces,
@@ -60,6 +60,7 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
     defaults); raises `config.ConfigError` naming the key when the file is invalid."""
     path = config_path(config)
     load_config(path)  # validate now, not at the first run
+    duckdb_budget()  # a bad RETRIEVAL_PIPELINE_DUCKDB_* variable fails here too, named
     return dg.Definitions(
         assets=[*ASSETS, ab.variant_comparison, live.live_retrieval_metrics],
         asset_checks=[*checks.ALL_CHECKS, ab.variant_comparison_flag, live.live_sustained_drop],
@@ -71,7 +72,6 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
             "trace_store": TraceStoreResource(root=_env_or(STORE_ENV, DEFAULT_STORE)),
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),
-                connection_config={"memory_limit": memory_limit()},
                 store_retrieved_ids=store_retrieved_ids(),
             ),
             "settings": PipelineSettingsResource(

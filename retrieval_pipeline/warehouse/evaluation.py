@@ -22,7 +22,7 @@ from retrieval_pipeline.metrics import (
     check_relevance_level,
     parse_metrics,
 )
-from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
+from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
 from retrieval_pipeline.warehouse.corpus import CorpusLoad, load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
 from retrieval_pipeline.warehouse.partitions import ALL_DATES
@@ -74,7 +74,7 @@ def run_evaluation(
     # an in-memory database holds every table (bench/README.md)
     with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-evaluate-") as folder:
         database = Path(folder) / "evaluation.duckdb"
-        conn = connect(database, {"memory_limit": memory_limit()}, scratch=True)
+        conn = connect(database, duckdb_config(), scratch=True)
         try:
             return _evaluate_in(conn, traces, parsed, corpus, checked_gain, level)
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
@@ -24,7 +25,17 @@ from retrieval_pipeline.ingest.pieces import RawPiece
 from retrieval_pipeline.warehouse.connection import set_time_zone
 from retrieval_pipeline.warehouse.validation import rows_as_raw
 
-TraceSource: TypeAlias = Sequence[Path] | pd.DataFrame | pa.Table
+
+@dataclass(frozen=True)
+class NumberedFiles:
+    """Trace files with the place each has in its whole day's listing (`file_order`): a shard's
+    share of a day, whose records are then ordered, and their repeats named, as in the ingestion
+    of the whole day (docs/scaling.md)."""
+
+    files: tuple[tuple[int, Path], ...]
+
+
+TraceSource: TypeAlias = Sequence[Path] | NumberedFiles | pd.DataFrame | pa.Table
 
 # Rows of a Parquet file or an Arrow table validated at once (JSON lines go by
 # ingest.jsonl.PIECE_BYTES): the unit that keeps ingestion's memory flat in the size of a day.
@@ -40,8 +51,11 @@ def raw_record_pieces(
         return 1, _frame_pieces(source)
     if isinstance(source, pa.Table):
         return 1, _table_pieces(conn, source)
+    if isinstance(source, NumberedFiles):
+        numbered = [(order, file) for order, path in source.files for file in discover([path])]
+        return len(numbered), _file_pieces(conn, numbered)
     files = discover(source)
-    return len(files), _file_pieces(conn, files)
+    return len(files), _file_pieces(conn, list(enumerate(files)))
 
 
 def read_ahead(pieces: Iterator[RawPiece]) -> Iterator[RawPiece]:
@@ -79,9 +93,11 @@ def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[R
             yield rows_as_raw(converter, piece, "<Arrow table>", 0, start + 1)
 
 
-def _file_pieces(conn: duckdb.DuckDBPyConnection, files: Sequence[TraceFile]) -> Iterator[RawPiece]:
+def _file_pieces(
+    conn: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, TraceFile]]
+) -> Iterator[RawPiece]:
     with _converter(conn) as converter:
-        for order, trace_file in enumerate(files):
+        for order, trace_file in files:
             if trace_file.kind == "jsonl":
                 yield from jsonl_file_pieces(trace_file.path, order)
             else:

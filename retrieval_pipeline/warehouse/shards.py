@@ -1,0 +1,277 @@
+"""A sharded day: each shard scored in a private database, then merged into the warehouse exactly.
+
+A shard (`run_shard`) validates, labels and scores its files with the same functions and SQL as
+the nightly's single process, in a scratch DuckDB file of its own (never the warehouse: DuckDB
+allows one writer per file), and writes the warehouse's rows of its files as Parquet, with its
+valid trace ids and its partial aggregates, manifest last. The merge (`merge_shards`) quarantines
+the valid records whose trace_id another shard holds earlier, as one process would, and replaces
+the day in `traces`, `quarantine`, `labels` and `query_metrics` in one transaction: the warehouse
+then holds one process's rows, and every later step reads them unchanged (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from retrieval_pipeline.metrics import Gain, Metric
+from retrieval_pipeline.shards import MANIFEST, DayFile, filesystem
+from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
+from retrieval_pipeline.warehouse.corpus import load_corpus
+from retrieval_pipeline.warehouse.ingestion import ingest_traces
+from retrieval_pipeline.warehouse.session import registered, transaction
+from retrieval_pipeline.warehouse.sources import NumberedFiles, raw_record_pieces
+from retrieval_pipeline.warehouse.sql import load_sql
+from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
+from retrieval_pipeline.warehouse.validation import raw_records
+
+# The warehouse tables a shard writes, whole for its day.
+ROW_TABLES = ("traces", "quarantine", "labels", "query_metrics")
+# Its other outputs: the statement of each.
+SUMMARY_STATEMENTS = {
+    "segment_partials": "agg_shard_partials",
+    "query_partials": "agg_shard_query_partials",
+}
+BATCH_ROWS = 65_536
+
+
+class ShardOutputError(RuntimeError):
+    """A shard's output is missing or does not add up; the message names the shard."""
+
+
+@dataclass(frozen=True)
+class MergedDay:
+    """What a merge wrote for a day: the shards' counts less the records repeated across them."""
+
+    day: date
+    shards: int
+    shards_with_files: int
+    files: int
+    read: int
+    valid: int
+    quarantined: int
+    repeated_across_shards: int
+
+
+def run_shard(
+    files: Sequence[DayFile],
+    day: date,
+    corpus: Path | None,
+    metrics: Sequence[Metric],
+    gain: Gain,
+    relevance_level: float,
+    folder: str,
+    shard: int,
+    share: int = 1,
+) -> dict[str, object]:
+    """Score shard `shard`'s `files` of `day` and write its outputs under `folder` (a path or an
+    `s3://` URL); returns its manifest. `share`: shards running at once on this machine."""
+    numbered = NumberedFiles(tuple((f.order, Path(f.path)) for f in files))
+    with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-shard-") as scratch:
+        conn = connect(Path(scratch) / "shard.duckdb", duckdb_config(share), scratch=True)
+        try:
+            ingest = ingest_traces(conn, numbered, partition_date=day, keep_retrieved_ids=False)
+            documents = load_corpus(conn, corpus).documents
+            labels = build_labels(conn, day, day, use_corpus=documents > 0)
+            compute_query_metrics(conn, metrics, day, day, gain, relevance_level)
+            fs, base = filesystem(folder)
+            fs.create_dir(base, recursive=True)
+            rows = _write_outputs(conn, fs, base, day, shard, files)
+        finally:
+            close_scratch(conn)
+    manifest: dict[str, object] = {
+        "day": day.isoformat(),
+        "shard": shard,
+        "folder": folder,
+        "files": [f.path for f in files],
+        "read": ingest.read,
+        "valid": ingest.valid,
+        "quarantined": ingest.quarantined,
+        "labels": labels.labels,
+        "stale_labels": labels.stale,
+        "rows": rows,
+    }
+    with fs.open_output_stream(f"{base}/{MANIFEST}") as out:  # last: the shard is complete
+        out.write(json.dumps(manifest, indent=2).encode())
+    return manifest
+
+
+def _write_outputs(
+    conn: duckdb.DuckDBPyConnection,
+    fs: pafs.FileSystem,
+    base: str,
+    day: date,
+    shard: int,
+    files: Sequence[DayFile],
+) -> dict[str, int]:
+    """Write the shard's Parquet files; returns each one's rows."""
+    orders = pa.table(
+        {"source_file": [f.path for f in files], "file_order": [f.order for f in files]},
+        schema=pa.schema([("source_file", pa.string()), ("file_order", pa.int32())]),
+    )
+    statements = {
+        table: f"select *, $shard as shard from {table} where partition_date = $day"
+        for table in ROW_TABLES
+    }
+    statements["valid_ids"] = (
+        "select $shard as shard, traces.trace_id, shard_files.file_order, traces.source_file,"
+        " traces.source_line from traces inner join shard_files using (source_file)"
+        " where traces.partition_date = $day"
+    )
+    statements |= {name: load_sql(file) for name, file in SUMMARY_STATEMENTS.items()}
+    rows = {}
+    with registered(conn, "shard_files", orders):
+        for name, sql in statements.items():
+            params: dict[str, object] = {"day": day}
+            if "$shard" in sql:
+                params["shard"] = shard
+            rows[name] = _write_parquet(conn.sql(sql, params=params), fs, f"{base}/{name}.parquet")
+    return rows
+
+
+def _write_parquet(result: duckdb.DuckDBPyRelation, fs: pafs.FileSystem, path: str) -> int:
+    """Stream a result's rows into one Parquet file (its schema even when it has none)."""
+    reader = result.to_arrow_reader(BATCH_ROWS)
+    assert reader is not None  # a statement that returns rows
+    count = 0
+    with fs.open_output_stream(path) as out, pq.ParquetWriter(out, reader.schema) as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+            count += batch.num_rows
+    return count
+
+
+@contextmanager
+def _local_copies(folders: Sequence[str]) -> Iterator[list[Path]]:
+    """Each shard folder as a local folder DuckDB can read: itself, or a downloaded copy."""
+    if all(not folder.startswith("s3://") for folder in folders):
+        yield [Path(filesystem(folder)[1]) for folder in folders]
+        return
+    with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-merge-") as scratch:
+        local = []
+        for number, folder in enumerate(folders):
+            fs, base = filesystem(folder)
+            target = Path(scratch) / str(number)
+            target.mkdir()
+            pafs.copy_files(base, str(target), source_filesystem=fs)
+            local.append(target)
+        yield local
+
+
+def read_manifest(folder: str) -> dict[str, object]:
+    """A shard's manifest; `ShardOutputError` when it is missing (the shard did not finish)."""
+    fs, base = filesystem(folder)
+    try:
+        with fs.open_input_stream(f"{base}/{MANIFEST}") as source:
+            return dict(json.loads(source.read().decode()))
+    except (OSError, ValueError) as exc:
+        raise ShardOutputError(f"{folder}: no readable shard manifest ({exc})") from exc
+
+
+def merge_shards(
+    conn: duckdb.DuckDBPyConnection, day: date, manifests: Sequence[dict[str, object]]
+) -> MergedDay:
+    """Replace `day` in the warehouse with the shards' rows, exactly as one process writes it."""
+    folders = [str(manifest["folder"]) for manifest in manifests]
+    for folder, manifest in zip(folders, manifests, strict=True):
+        if read_manifest(folder) != manifest:
+            raise ShardOutputError(f"{folder}: its manifest is not the one this run's shard wrote")
+    with _local_copies(folders) as local:
+
+        def files(name: str) -> list[str]:
+            return [str(folder / f"{name}.parquet") for folder in local]
+
+        conn.execute(
+            "create or replace temp table shard_valid_ids as select *"
+            " from read_parquet($files, hive_partitioning = false)",
+            {"files": files("valid_ids")},
+        )
+        conn.execute(
+            "create or replace temp table shard_repeated as "
+            + load_sql("int_shard_repeated_trace_ids")
+        )
+        texts = _repeated_texts(conn)
+        with registered(conn, "shard_repeated_texts", texts), transaction(conn):
+            for table in ROW_TABLES:
+                conn.execute(f"delete from {table} where partition_date = $day", {"day": day})
+            for table in ("traces", "labels", "query_metrics"):
+                conn.execute(
+                    f"insert into {table} by name select * exclude (shard)"
+                    " from read_parquet($files, hive_partitioning = false) as shard_rows"
+                    " anti join shard_repeated using (shard, trace_id)",
+                    {"files": files(table)},
+                )
+            conn.execute(
+                "insert into quarantine by name " + load_sql("int_shard_quarantine"),
+                {"day": day, "files": files("quarantine")},
+            )
+        _check_partials(conn, day, files("segment_partials"), files("query_metrics"))
+        ((repeated,),) = conn.execute("select count(*) from shard_repeated").fetchall()
+    conn.execute("drop table shard_valid_ids")
+    conn.execute("drop table shard_repeated")
+    read = sum(int(str(m["read"])) for m in manifests)
+    valid = sum(int(str(m["valid"])) for m in manifests) - int(repeated)
+    shard_files = [m["files"] for m in manifests]
+    return MergedDay(
+        day=day,
+        shards=len(manifests),
+        shards_with_files=sum(1 for f in shard_files if f),
+        files=sum(len(f) for f in shard_files if isinstance(f, list)),
+        read=read,
+        valid=valid,
+        quarantined=read - valid,
+        repeated_across_shards=int(repeated),
+    )
+
+
+def _repeated_texts(conn: duckdb.DuckDBPyConnection) -> pa.Table:
+    """The text of each record in `shard_repeated`, read again from its file with the same
+    reader as the ingestion (a valid record's text is not kept; these are few)."""
+    wanted = conn.execute(
+        "select file_order, source_file, list(source_line) from shard_repeated"
+        " group by file_order, source_file order by file_order"
+    ).fetchall()
+    found: list[pa.Table] = []
+    for order, source_file, lines in wanted:
+        _, pieces = raw_record_pieces(conn, NumberedFiles(((int(order), Path(source_file)),)))
+        for piece in pieces:
+            with raw_records(conn, piece):
+                found.append(
+                    conn.sql(
+                        "select file_order, source_line, raw_record from raw_records"
+                        " where list_contains($lines, source_line)",
+                        params={"lines": lines},
+                    ).to_arrow_table()
+                )
+    schema = pa.schema(
+        [("file_order", pa.int32()), ("source_line", pa.int64()), ("raw_record", pa.string())]
+    )
+    return pa.concat_tables([t.cast(schema) for t in found]) if found else schema.empty_table()
+
+
+def _check_partials(
+    conn: duckdb.DuckDBPyConnection, day: date, partials: list[str], metric_files: list[str]
+) -> None:
+    """The shards' partial aggregates, less the rows of the records repeated across shards, must
+    equal the merged rows' (counts exactly, sums to 1e-9 relative): else a shard's output is
+    incomplete or from another configuration, and the merge fails rather than skew a mean."""
+    mismatches = conn.execute(
+        load_sql("rpt_shard_partials_mismatches"),
+        {"partials": partials, "metric_files": metric_files, "day": day},
+    ).fetchall()
+    if mismatches:
+        where = ", ".join("/".join(map(str, row)) for row in mismatches[:5])
+        raise ShardOutputError(
+            f"{day.isoformat()}: the shards' partial aggregates do not add up to the merged rows"
+            f" for {where}: a shard's output is incomplete or from another configuration"
+        )
