@@ -32,7 +32,12 @@ from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sources import NumberedFiles, raw_record_pieces
 from retrieval_pipeline.warehouse.sql import load_sql
-from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
+from retrieval_pipeline.warehouse.steps import (
+    LabelCounts,
+    MetricCounts,
+    build_labels,
+    compute_query_metrics,
+)
 from retrieval_pipeline.warehouse.validation import raw_records
 
 # The warehouse tables a shard writes, whole for its day.
@@ -275,3 +280,24 @@ def _check_partials(
             f"{day.isoformat()}: the shards' partial aggregates do not add up to the merged rows"
             f" for {where}: a shard's output is incomplete or from another configuration"
         )
+
+
+def merged_counts(
+    conn: duckdb.DuckDBPyConnection, day: date, metric: Metric
+) -> tuple[LabelCounts, MetricCounts]:
+    """The labels and scored traces a merge left for `day`, counted as the single-process steps
+    count them (sql/agg_label_counts.sql, sql/agg_metric_counts.sql; `metric`: one of the day's)."""
+    params = {"start_date": day, "end_date": day}
+    ((labels, stale, with_stale),) = conn.execute(load_sql("agg_label_counts"), params).fetchall()
+    ((traces, annotated, no_relevant),) = conn.execute(
+        load_sql("agg_metric_counts"), params | {"metric": metric.name}
+    ).fetchall()
+    return (
+        LabelCounts(int(labels), int(stale), int(with_stale)),
+        MetricCounts(
+            traces=int(traces),
+            annotated=int(annotated),
+            unannotated=int(traces) - int(annotated),
+            no_relevant=int(no_relevant),
+        ),
+    )

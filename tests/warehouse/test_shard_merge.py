@@ -13,6 +13,7 @@ from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.shards import ShardOutputError, merge_shards, run_shard
 from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
+from tests.defs.moto_s3 import s3_server
 from tests.shard_days import DAY, write_day
 
 METRICS = parse_metrics("ndcg@10,mrr,precision@5,recall@20,map")
@@ -117,3 +118,32 @@ def test_a_missing_shard_manifest_fails_the_merge(
     with pytest.raises(ShardOutputError, match="no readable shard manifest"):
         merge_shards(conn, DAY, [manifest])
     conn.close()
+
+
+def test_shard_outputs_on_an_s3_server(
+    day: tuple[Path, list[Path]], one_process: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, files = day
+    with s3_server(tmp_path) as env:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        dealt = deal(day_files(files), 4)
+        manifests = [
+            run_shard(
+                share,
+                DAY,
+                store / "corpus" / "corpus.parquet",
+                METRICS,
+                "exponential",
+                1.0,
+                shard_folder("s3://shards/nightly", DAY, "run-1", index, 4),
+                index,
+            )
+            for index, share in enumerate(dealt)
+        ]
+        assert all(str(m["folder"]).startswith("s3://shards/nightly/date=") for m in manifests)
+        conn = connect(tmp_path / "warehouse.duckdb")
+        merged = merge_shards(conn, DAY, manifests)
+        conn.close()
+    assert merged.repeated_across_shards == REPEATED_ACROSS[4]
+    assert _rows(tmp_path / "warehouse.duckdb") == _rows(one_process)
