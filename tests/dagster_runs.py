@@ -1,6 +1,8 @@
-"""`dagster asset materialize` runs as separate processes that a test can watch and kill.
+"""Dagster runs for the tests: in this process (`materialize` with a `RunFolder`'s resources), and
+`dagster asset materialize` as separate processes that a test can watch and kill (`ForkServer`;
+a `World` is a run folder with a DAGSTER_HOME of its own).
 
-Each run is the Dagster CLI (`dagster._cli.main`) with the given arguments, in its own process
+Each CLI run is the Dagster CLI (`dagster._cli.main`) with the given arguments, in its own process
 with its own environment and log file, so SIGKILL ends it exactly as it would end a nightly run.
 Starting the CLI costs several seconds of imports (Dagster, SciPy, pandas) before the first step;
 to keep the fault tests inside CI's time budget, one warm server process pays them once and
@@ -14,13 +16,188 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pandas as pd
+
+from retrieval_pipeline.defs import ASSETS
+from retrieval_pipeline.defs.nightly import checks
+from retrieval_pipeline.defs.resources import (
+    PipelineSettingsResource,
+    TraceStoreResource,
+    WarehouseResource,
+)
+from tests.warehouse_snapshots import WAREHOUSE_STEPS
+
+ROOT = Path(__file__).resolve().parents[1]
+# The nightly's assets in the order they run (the warehouse's steps, then the gate), and then its
+# checks: a slice is its first steps.
+ASSET_NAMES = [*WAREHOUSE_STEPS, "deploy_gate"]
+NIGHTLY = {asset.key.path[-1]: asset for asset in ASSETS}
+PIPELINE = [NIGHTLY[name] for name in ASSET_NAMES] + list(checks.ALL_CHECKS)
+
+# --- in this process ---------------------------------------------------------------------------
+
+# What `materialize` runs: assets and asset checks (each an AssetsDefinition).
+Selection = Sequence[dg.AssetsDefinition]
+
+
+@dataclass
+class RunFolder:
+    """What the nightly's runs write, under one folder: the warehouse (`db/warehouse.duckdb`),
+    the reports (`reports/`) and the approval records (`approvals/`)."""
+
+    path: Path
+
+    @property
+    def database(self) -> Path:
+        return self.path / "db" / "warehouse.duckdb"
+
+    @property
+    def reports(self) -> Path:
+        return self.path / "reports"
+
+    @property
+    def approvals(self) -> Path:
+        return self.path / "approvals"
+
+    def resources(
+        self,
+        store: Path,
+        config: Path | None = None,
+        reports: Path | None = None,
+        store_retrieved_ids: bool = True,
+    ) -> dict[str, object]:
+        """The nightly's resources: the traces of `store` in, this folder's files out (the
+        reports in `reports` when given); `config` the pipeline's TOML file (None: defaults)."""
+        return {
+            "trace_store": TraceStoreResource(root=str(store)),
+            "warehouse": WarehouseResource(
+                database=str(self.database), store_retrieved_ids=store_retrieved_ids
+            ),
+            "settings": PipelineSettingsResource(
+                config_path=None if config is None else str(config),
+                reports_dir=str(reports or self.reports),
+                approvals_dir=str(self.approvals),
+            ),
+        }
+
+    def query(self, sql: str, params: dict[str, object] | None = None) -> pd.DataFrame:
+        """`sql` on the warehouse, opened read-only."""
+        with duckdb.connect(str(self.database), read_only=True) as conn:
+            return conn.execute(sql, params or {}).df()
+
+
+def range_tags(days: Sequence[date]) -> dict[str, str]:
+    """The tags of one run over the partitions `days[0]`..`days[-1]` (a single-run backfill)."""
+    return {
+        "dagster/asset_partition_range_start": days[0].isoformat(),
+        "dagster/asset_partition_range_end": days[-1].isoformat(),
+    }
+
+
+def materialize(
+    selection: Selection,
+    resources: dict[str, object],
+    day: date | None = None,
+    days: Sequence[date] | None = None,
+    instance: dg.DagsterInstance | None = None,
+) -> dg.ExecuteInProcessResult:
+    """`selection` run in this process for partition `day` or the range `days` (neither: an
+    unpartitioned run), on `instance` (None: a new ephemeral one); failures are in the result."""
+    return dg.materialize(
+        selection,
+        resources=resources,
+        instance=instance or dg.DagsterInstance.ephemeral(),
+        partition_key=None if day is None else day.isoformat(),
+        tags=range_tags(days) if days else None,
+        raise_on_error=False,
+    )
+
+
+def failures(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, str]]:
+    """(step, error class, message) of each step that failed."""
+    out = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            error = event.step_failure_data.error
+            out.append((event.step_key or "", error.cls_name or "", error.message))
+    return out
+
+
+def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
+    return [message for _, _, message in failures(result)]
+
+
+def checks_by_name(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def listening_sockets(pid: int | None = None) -> set[str]:
+    """Inodes of the listening TCP sockets that process `pid` (None: this one) holds."""
+    listening = set()
+    for table in (Path("/proc/net/tcp"), Path("/proc/net/tcp6")):
+        if table.exists():
+            for line in table.read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # LISTEN
+                    listening.add(fields[9])  # the socket's inode
+    held = set()
+    for fd in Path(f"/proc/{pid or 'self'}/fd").iterdir():
+        try:
+            target = fd.readlink().name
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            held.add(target[len("socket:[") : -1])
+    return held & listening
+
+
+# --- as separate processes ---------------------------------------------------------------------
+
+
+@dataclass
+class World(RunFolder):
+    """A run folder with its own DAGSTER_HOME (`dagster_home/`), for runs of the Dagster CLI."""
+
+    @property
+    def home(self) -> Path:
+        return self.path / "dagster_home"
+
+    def env(self, store: Path) -> dict[str, str]:
+        """The environment of a CLI run on `store` that writes into this world."""
+        return {
+            "DAGSTER_HOME": str(self.home),
+            "RETRIEVAL_PIPELINE_STORE": str(store),
+            "RETRIEVAL_PIPELINE_DB": str(self.database),
+            "RETRIEVAL_PIPELINE_REPORTS": str(self.reports),
+            "RETRIEVAL_PIPELINE_APPROVALS": str(self.approvals),
+        }
+
+
+def make_world(base: Path) -> World:
+    """A world at `base`, its DAGSTER_HOME holding the committed dagster.yaml (the `duckdb` pool
+    limited to one slot) and its instance's tables already created."""
+    world = World(base)
+    world.home.mkdir(parents=True)
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", world.home / "dagster.yaml")
+    # A new DAGSTER_HOME creates its SQLite tables on first use; two runs doing that at the same
+    # moment collide (UNIQUE constraint failed: alembic_version), so create them first, as any
+    # earlier command would have (see the README).
+    dg.DagsterInstance.from_config(str(world.home)).dispose()
+    return world
+
 
 # The server: imports once, then forks one child per request read from stdin. Replies on stdout:
 # {"id", "pid"} when a child starts, {"id", "status"} when it ends (negative: killed by signal).
@@ -162,7 +339,7 @@ class ForkServer:
             stdout=subprocess.PIPE,
             text=True,
             env=server_env,
-            cwd=Path(__file__).resolve().parents[1],
+            cwd=ROOT,
         )
         self._runs: dict[int, Run] = {}
         self._lock = threading.Lock()

@@ -11,6 +11,7 @@ import pytest
 from retrieval_pipeline.config import (
     CONFIG_ENV,
     BaselineConfig,
+    ChecksConfig,
     ConfigError,
     PipelineConfig,
     config_from_mapping,
@@ -106,7 +107,8 @@ def test_segment_override_wins_over_default() -> None:
 
 def test_thresholds_frame_has_a_default_row_per_metric_and_each_override() -> None:
     config = PipelineConfig(
-        segment_thresholds={"code": {"mrr": 0.4}}, checks={"min_annotated_traces": 7}
+        segment_thresholds={"code": {"mrr": 0.4}},
+        checks=ChecksConfig(min_annotated_traces=7),
     )
     frame = thresholds_frame(config)
     defaults = frame[frame["segment"].isna()]

@@ -28,21 +28,14 @@ from retrieval_pipeline.warehouse import connection, ingestion, steps
 from retrieval_pipeline.warehouse import corpus as wcorpus
 from retrieval_pipeline.warehouse.evaluation import EvaluationRun, run_evaluation
 
-END = date(2026, 11, 30)
-DAYS = 3
+END = date(2026, 11, 30)  # the `sample_store` fixture's last day (tests/conftest.py)
+DAYS = 3  # and its number of days
 CONFIG = PipelineConfig()
 
 
 @pytest.fixture(scope="module")
-def store_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("sample") / "store"
-    write_sample_store(root, days=DAYS, seed=7, end_date=END)
-    return root
-
-
-@pytest.fixture(scope="module")
-def runs(store_root: Path) -> dict[date, EvaluationRun]:
-    store = LocalTraceStore(store_root)
+def runs(sample_store: Path) -> dict[date, EvaluationRun]:
+    store = LocalTraceStore(sample_store)
     corpus = store.corpus_file()
     return {
         day: run_evaluation(store.trace_files(day), CONFIG.metrics, corpus=corpus)
@@ -66,8 +59,8 @@ def read_records(path: Path) -> list[dict[str, object]]:
     return out
 
 
-def test_layout(store_root: Path) -> None:
-    store = LocalTraceStore(store_root)
+def test_layout(sample_store: Path) -> None:
+    store = LocalTraceStore(sample_store)
     assert store.days() == [END - timedelta(days=n) for n in range(DAYS - 1, -1, -1)]
     for day in store.days():
         names = sorted(f.name for f in store.trace_files(day))
@@ -76,8 +69,8 @@ def test_layout(store_root: Path) -> None:
     assert corpus is not None and corpus.name.endswith(".parquet")
 
 
-def test_manifest_describes_the_regression(store_root: Path) -> None:
-    manifest = json.loads((store_root / MANIFEST_NAME).read_text())
+def test_manifest_describes_the_regression(sample_store: Path) -> None:
+    manifest = json.loads((sample_store / MANIFEST_NAME).read_text())
     assert manifest["injected_regression"] | {"how": None} == {
         "day": END.isoformat(),
         "segment": "multi_hop",
@@ -85,7 +78,7 @@ def test_manifest_describes_the_regression(store_root: Path) -> None:
         "metric": "ndcg@10",
         "how": None,
     }
-    assert manifest["days"] == [d.isoformat() for d in LocalTraceStore(store_root).days()]
+    assert manifest["days"] == [d.isoformat() for d in LocalTraceStore(sample_store).days()]
     assert manifest["totals"]["malformed"] == DAYS * MALFORMED_PER_DAY
 
 
@@ -132,8 +125,8 @@ def test_refuses_a_foreign_non_empty_folder_and_replaces_its_own(tmp_path: Path)
     assert LocalTraceStore(target).days() == [END - timedelta(days=5)]
 
 
-def test_five_segments_two_variants_overlapping_queries(store_root: Path) -> None:
-    day_dir = store_root / "traces" / f"date={END.isoformat()}"
+def test_five_segments_two_variants_overlapping_queries(sample_store: Path) -> None:
+    day_dir = sample_store / "traces" / f"date={END.isoformat()}"
     records = read_records(day_dir / "control.jsonl") + read_records(day_dir / "candidate.jsonl.gz")
     valid = [r for r in records if "trace_id" in r and "segment" in r]
     assert {r["segment"] for r in valid} == {
@@ -153,11 +146,10 @@ def test_five_segments_two_variants_overlapping_queries(store_root: Path) -> Non
     assert (per_variant >= 200).all() and (per_variant <= 800).all()
 
 
-def test_ids_mix_integers_and_strings(store_root: Path) -> None:
-    records = read_records(store_root / "traces" / f"date={END.isoformat()}" / "control.jsonl")
-    ids = [
-        i for r in records if isinstance(r.get("retrieved_ids"), list) for i in r["retrieved_ids"]
-    ]
+def test_ids_mix_integers_and_strings(sample_store: Path) -> None:
+    records = read_records(sample_store / "traces" / f"date={END.isoformat()}" / "control.jsonl")
+    lists = [r.get("retrieved_ids") for r in records]
+    ids = [i for listed in lists if isinstance(listed, list) for i in listed]
     assert any(isinstance(i, int) for i in ids) and any(isinstance(i, str) for i in ids)
 
 
@@ -184,8 +176,8 @@ def test_coverage_differs_by_segment_and_clears_the_minimum(
         assert annotated.min() >= CONFIG.checks.min_annotated_traces
 
 
-def test_corpus_deletions_make_some_labels_stale(store_root: Path) -> None:
-    store = LocalTraceStore(store_root)
+def test_corpus_deletions_make_some_labels_stale(sample_store: Path) -> None:
+    store = LocalTraceStore(sample_store)
     conn = connection.connect()
     for day in store.days():
         ingestion.ingest_traces(conn, store.trace_files(day), partition_date=day)

@@ -16,9 +16,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from retrieval_pipeline.defs.nightly import assets, checks, gate
+from retrieval_pipeline.defs.nightly import assets
 from retrieval_pipeline.defs.resources import (
-    PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
 )
@@ -26,6 +25,7 @@ from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.store import LocalTraceStore, TraceStoreError
 from retrieval_pipeline.text import escape_markdown
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
+from tests.dagster_runs import PIPELINE, RunFolder, listening_sockets, materialize
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "retrieval_pipeline"
@@ -33,16 +33,6 @@ INJECTION = "'); drop table traces; --"
 SCRIPT = "<script>alert(1)</script>"
 PIPE = "a|b"
 DAY = date(2026, 11, 30)
-PIPELINE = [
-    assets.traces,
-    assets.corpus,
-    assets.labels,
-    assets.query_metrics,
-    assets.segment_metrics,
-    assets.regression_report,
-    gate.deploy_gate,
-    *checks.ALL_CHECKS,
-]
 WAREHOUSE_TABLES = [
     "traces",
     "quarantine",
@@ -80,25 +70,12 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         lines.append(json.dumps(_trace(n, segment, INJECTION, relevant=segment != PIPE)))
     lines.append('{"trace_id": "' + INJECTION.replace("'", "\\u0027") + '", "oops"')
     (day_dir / f"{INJECTION}.jsonl").write_text("\n".join(lines) + "\n")
-    resources = {
-        "trace_store": TraceStoreResource(root=str(base / "store")),
-        "warehouse": WarehouseResource(database=str(base / "db" / "warehouse.duckdb")),
-        "settings": PipelineSettingsResource(
-            reports_dir=str(base / "reports"), approvals_dir=str(base / "approvals")
-        ),
-    }
-    result = dg.materialize(
-        PIPELINE,  # type: ignore[arg-type]
-        partition_key=DAY.isoformat(),
-        resources=resources,
-        instance=dg.DagsterInstance.ephemeral(),
-        raise_on_error=False,
-    )
+    result = materialize(PIPELINE, RunFolder(base).resources(base / "store"), day=DAY)
     return {"base": base, "result": result, "file": day_dir / f"{INJECTION}.jsonl"}
 
 
 def _query(base: Path, sql: str) -> list[tuple[object, ...]]:
-    with duckdb.connect(str(base / "db" / "warehouse.duckdb"), read_only=True) as conn:
+    with duckdb.connect(str(RunFolder(base).database), read_only=True) as conn:
         return conn.execute(sql).fetchall()
 
 
@@ -442,16 +419,7 @@ def test_an_escaping_store_fails_the_run_in_words(tmp_path: Path) -> None:
     (tmp_path / "outside").mkdir()
     (tmp_path / "store" / "traces").mkdir(parents=True)
     (tmp_path / "store" / "traces" / f"date={DAY}").symlink_to(tmp_path / "outside")
-    result = dg.materialize(
-        [assets.traces],
-        partition_key=DAY.isoformat(),
-        resources={
-            "trace_store": TraceStoreResource(root=str(tmp_path / "store")),
-            "warehouse": WarehouseResource(database=str(tmp_path / "db" / "w.duckdb")),
-        },
-        instance=dg.DagsterInstance.ephemeral(),
-        raise_on_error=False,
-    )
+    result = materialize([assets.traces], RunFolder(tmp_path).resources(tmp_path / "store"), DAY)
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     error = failure.step_failure_data.error
@@ -478,24 +446,9 @@ def test_nothing_in_the_package_opens_a_port() -> None:
 
 def test_a_run_opens_no_listening_socket(hostile_run: dict[str, object]) -> None:
     """The pipeline ran in this process: it holds no listening TCP or UDP socket afterwards."""
-    listening = set()
-    for table in ("tcp", "tcp6"):
-        path = Path("/proc/net") / table
-        if not path.exists():
-            pytest.skip("no /proc/net")
-        for line in path.read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A":  # LISTEN
-                listening.add(fields[9])  # the socket's inode
-    ours = set()
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = fd.readlink().name
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            ours.add(target[len("socket:[") : -1])
-    assert not (listening & ours)
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("no /proc/net")
+    assert listening_sockets() == set()
 
 
 def test_readme_says_how_to_bind_the_ui_to_localhost() -> None:

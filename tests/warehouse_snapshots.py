@@ -33,23 +33,28 @@ PARTITIONED = [
 
 
 def snapshot(database: Path, days: list[date]) -> dict[str, pd.DataFrame]:
-    """Every partitioned table's rows for `days`, and the corpus; the file opened read-write,
-    as the next run would open it (a killed run's WAL is replayed)."""
+    """`snapshot_of` the file opened read-write, as the next run would open it (a killed run's
+    WAL is replayed)."""
     conn = connection.connect(database)
     try:
-        tables = {row[0] for row in conn.execute("show tables").fetchall()}
-        frames = {
-            table: conn.execute(
-                f"select * from {table} where list_contains($days, partition_date) order by all",
-                {"days": days},
-            ).df()
-            if table in tables
-            else pd.DataFrame()
-            for table in PARTITIONED
-        }
-        frames["corpus"] = conn.execute("select * from corpus order by all").df()
+        return snapshot_of(conn, days)
     finally:
         conn.close()
+
+
+def snapshot_of(conn: duckdb.DuckDBPyConnection, days: list[date]) -> dict[str, pd.DataFrame]:
+    """Every partitioned table's rows for `days` (none for a table not made yet), and the corpus."""
+    tables = {row[0] for row in conn.execute("show tables").fetchall()}
+    frames = {
+        table: conn.execute(
+            f"select * from {table} where list_contains($days, partition_date) order by all",
+            {"days": days},
+        ).df()
+        if table in tables
+        else pd.DataFrame()
+        for table in PARTITIONED
+    }
+    frames["corpus"] = conn.execute("select * from corpus order by all").df()
     return frames
 
 
@@ -87,7 +92,9 @@ def second_version(store: Path, into: Path) -> Path:
     return into
 
 
-def warehouse_step(conn: duckdb.DuckDBPyConnection, store: Path, step: str, days: list[date]):  # type: ignore[no-untyped-def]
+def warehouse_step(
+    conn: duckdb.DuckDBPyConnection, store: Path, step: str, days: list[date]
+) -> None:
     """One asset's work for `days`, as the asset does it."""
     config = PipelineConfig()
     start, end = days[0], days[-1]

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -16,23 +16,12 @@ from click.testing import CliRunner
 
 from retrieval_pipeline.cli import main
 from retrieval_pipeline.cli.monitor import ALERT_EXIT_CODE
-
-T0 = datetime(2026, 3, 2, tzinfo=UTC)
-DOCS = ["d1", "d2", "d3", "d4", "d5"]
+from tests.live.traces import DOCS, T0, trace_fields
 
 
 def line(n: int, rank: int, segment: str = "multi_hop") -> str:
     """A trace whose reciprocal rank is 1/rank, at T0 + n seconds."""
-    return json.dumps(
-        {
-            "trace_id": f"t{n}",
-            "query_id": f"q{n}",
-            "timestamp": (T0 + timedelta(seconds=n)).isoformat(),
-            "retrieved_ids": DOCS,
-            "relevant_ids": [f"d{rank}"],
-            "segment": segment,
-        }
-    )
+    return json.dumps(trace_fields(n, T0 + timedelta(seconds=n), rank, segment))
 
 
 def stream(ranks_per_window: list[int], per_window: int = 4) -> list[str]:

@@ -31,21 +31,17 @@ from retrieval_pipeline.config import (
 )
 from retrieval_pipeline.defs import ASSETS, checks, defs
 from retrieval_pipeline.defs.ab.assets import variant_comparison, variant_comparison_flag
-from retrieval_pipeline.defs.resources import (
-    PipelineSettingsResource,
-    TraceStoreResource,
-    WarehouseResource,
-)
 from retrieval_pipeline.metrics import parse_metrics
-from retrieval_pipeline.sample import MANIFEST_NAME, write_sample_store
+from retrieval_pipeline.sample import MANIFEST_NAME
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.store import LocalTraceStore
 from retrieval_pipeline.warehouse import connection, steps
 from retrieval_pipeline.warehouse.ab_window import read_window
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
+from tests.dagster_runs import RunFolder, Selection, materialize
 from tests.oracles import window_from_rows
 
-END = date(2026, 11, 30)  # the injected regression's day
+END = date(2026, 11, 30)  # the injected regression's day, the sample store's last
 DAYS = [END - timedelta(days=n) for n in (2, 1, 0)]
 CLEAN = DAYS[:-1]
 GRAPH = [*ASSETS, variant_comparison, *checks.ALL_CHECKS, variant_comparison_flag]
@@ -57,53 +53,32 @@ FAST = "n_resamples = 999\n"
 
 @dataclass
 class Setup:
+    """The sample store, a folder for what runs write, and one instance for the runs; each run
+    names its `[comparison]` section and the folder of its reports."""
+
     store: Path
-    folder: Path
+    folder: RunFolder
     instance: dg.DagsterInstance
 
     @property
     def database(self) -> Path:
-        return self.folder / "db" / "warehouse.duckdb"
+        return self.folder.database
 
     def reports(self, name: str = "reports") -> Path:
-        return self.folder / name
-
-    def resources(self, comparison: str, reports: str = "reports") -> dict[str, object]:
-        config = self.folder / f"{reports}.toml"
-        config.write_text(f"[comparison]\n{comparison}", encoding="utf-8")
-        return {
-            "trace_store": TraceStoreResource(root=str(self.store)),
-            "warehouse": WarehouseResource(database=str(self.database)),
-            "settings": PipelineSettingsResource(
-                config_path=str(config),
-                reports_dir=str(self.reports(reports)),
-                approvals_dir=str(self.folder / "approvals"),
-            ),
-        }
+        return self.folder.path / name
 
     def run(
         self,
-        assets: list[Any],
+        assets: Selection,
         comparison: str,
         day: date | None = None,
         days: list[date] | None = None,
         reports: str = "reports",
     ) -> dg.ExecuteInProcessResult:
-        kwargs: dict[str, Any] = {}
-        if day is not None:
-            kwargs["partition_key"] = day.isoformat()
-        elif days:
-            kwargs["tags"] = {
-                "dagster/asset_partition_range_start": days[0].isoformat(),
-                "dagster/asset_partition_range_end": days[-1].isoformat(),
-            }
-        return dg.materialize(
-            assets,
-            resources=self.resources(comparison, reports),
-            instance=self.instance,
-            raise_on_error=False,
-            **kwargs,
-        )
+        config = self.folder.path / f"{reports}.toml"
+        config.write_text(f"[comparison]\n{comparison}", encoding="utf-8")
+        resources = self.folder.resources(self.store, config, self.reports(reports))
+        return materialize(assets, resources, day, days, self.instance)
 
 
 def evaluation(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
@@ -114,16 +89,11 @@ def evaluation(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("comparison") / "store"
-    write_sample_store(root, days=len(DAYS), seed=7, end_date=END)
-    return root
-
-
-@pytest.fixture(scope="module")
-def graph(store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Setup, Any]:
-    """The whole graph over the three days in one run, comparing each day on its own traces."""
-    setup = Setup(store, tmp_path_factory.mktemp("run"), dg.DagsterInstance.ephemeral())
+def graph(sample_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Setup, Any]:
+    """The whole graph over the sample store's three days in one run, comparing each day on its
+    own traces."""
+    folder = RunFolder(tmp_path_factory.mktemp("run"))
+    setup = Setup(sample_store, folder, dg.DagsterInstance.ephemeral())
     return setup, setup.run(GRAPH, "lookback_days = 1\n" + FAST, days=DAYS)
 
 
@@ -171,7 +141,7 @@ def test_the_range_check_names_the_regression_day_only(graph: tuple[Setup, Any])
     injected = json.loads((setup.store / MANIFEST_NAME).read_text())["injected_regression"]
     check = evaluation(result)
     assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
-    (line,) = check.description.splitlines()
+    (line,) = (check.description or "").splitlines()
     assert line.startswith(f"{END}: {injected['segment']}: {injected['metric']} ")
     assert check.metadata["flagged_days"].value == 1
     assert check.metadata["partition_start"].value == DAYS[0].isoformat()
@@ -232,10 +202,11 @@ def test_the_check_passes_on_a_clean_day(graph: tuple[Setup, Any]) -> None:
     result = setup.run(COMPARISON, "lookback_days = 1\n" + FAST, day=CLEAN[-1])
     check = evaluation(result)
     assert check.passed, check.description
-    assert "not flagged" in check.description
+    assert "not flagged" in (check.description or "")
     (materialization,) = result.asset_materializations_for_node("variant_comparison")
     assert materialization.metadata["flagged"].value is False
-    assert materialization.metadata["paired_queries"].value > 40
+    paired = materialization.metadata["paired_queries"].value
+    assert isinstance(paired, int) and paired > 40
 
 
 def test_numbers_equal_compare_variants_on_evaluate_of_the_window(
@@ -392,7 +363,7 @@ def rows(variants: dict[str, list[float | None]], segment: str = "s") -> pd.Data
 
 
 CONFIG = PipelineConfig(
-    metrics=["ndcg@10", "mrr"], comparison=ComparisonConfig(lookback_days=2, n_resamples=99)
+    metrics=("ndcg@10", "mrr"), comparison=ComparisonConfig(lookback_days=2, n_resamples=99)
 )
 
 

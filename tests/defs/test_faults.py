@@ -1,6 +1,6 @@
 """Faults: a run killed with SIGKILL during each asset in turn, the concurrency slot it leaves,
-three runs at once on one DuckDB file, re-materializing, DuckDB's checkpoint stopped at each of
-its abort points during each step, and days that are missing, empty or unreadable.
+three runs at once on one DuckDB file, re-materializing, and days that are missing, empty or
+unreadable.
 
 Runs that are killed or run at once are the Dagster CLI (`dagster asset materialize`) in their
 own processes, with a DAGSTER_HOME in tmp holding the committed dagster.yaml (the `duckdb` pool
@@ -8,6 +8,7 @@ limited to one slot); see `tests/dagster_runs.py`. A kill lands at a random mome
 step: after its start is logged, within the time the same step took in an uninterrupted run
 (the seed is printed, and FAULTS_SEED replays it). These runs do not draw the regression
 report's HTML page (see `ForkServer`); everything the assertions read is written as usual.
+DuckDB's checkpoint stopped at each of its abort points is in `tests/warehouse/test_rewrites.py`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -30,20 +30,29 @@ import pyarrow.parquet as pq
 import pytest
 
 from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.defs import ASSETS
 from retrieval_pipeline.defs import executor as reaper
 from retrieval_pipeline.defs.nightly import checks, gate
-from retrieval_pipeline.defs.resources import (
-    PipelineSettingsResource,
-    TraceStoreResource,
-    WarehouseResource,
-)
 from retrieval_pipeline.reports import regression_html
 from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.sample import write_sample_store
 from retrieval_pipeline.store import LocalTraceStore
 from retrieval_pipeline.warehouse import connection, nightly
-from tests.dagster_runs import ForkServer, Run, materialize_args
+from tests.dagster_runs import (
+    ASSET_NAMES,
+    NIGHTLY,
+    PIPELINE,
+    ROOT,
+    ForkServer,
+    Run,
+    Selection,
+    World,
+    checks_by_name,
+    failures,
+    listening_sockets,
+    make_world,
+    materialize,
+    materialize_args,
+)
 from tests.warehouse_snapshots import (
     DAY,
     PARTITIONED,
@@ -52,22 +61,9 @@ from tests.warehouse_snapshots import (
     second_version,
     snapshot,
     warehouse_step,
-    write_small_store,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-ASSET_NAMES = [
-    "corpus",
-    "traces",
-    "labels",
-    "query_metrics",
-    "segment_metrics",
-    "regression_report",
-    "deploy_gate",
-]
 SELECT = ",".join(ASSET_NAMES)
-NIGHTLY = {asset.key.path[-1]: asset for asset in ASSETS}
-PIPELINE = [NIGHTLY[name] for name in ASSET_NAMES] + list(checks.ALL_CHECKS)
 REPORTS = ("md", "json")
 
 
@@ -80,58 +76,6 @@ FREE_SLOTS_COMMAND = (
 )
 
 
-@dataclass
-class World:
-    """One DAGSTER_HOME, one warehouse, one reports folder, and the stores runs read."""
-
-    base: Path
-
-    @property
-    def home(self) -> Path:
-        return self.base / "dagster_home"
-
-    @property
-    def database(self) -> Path:
-        return self.base / "db" / "warehouse.duckdb"
-
-    @property
-    def reports(self) -> Path:
-        return self.base / "reports"
-
-    @property
-    def approvals(self) -> Path:
-        return self.base / "approvals"
-
-    def env(self, store: Path) -> dict[str, str]:
-        return {
-            "DAGSTER_HOME": str(self.home),
-            "RETRIEVAL_PIPELINE_STORE": str(store),
-            "RETRIEVAL_PIPELINE_DB": str(self.database),
-            "RETRIEVAL_PIPELINE_REPORTS": str(self.reports),
-            "RETRIEVAL_PIPELINE_APPROVALS": str(self.approvals),
-        }
-
-    def resources(self, store: Path) -> dict[str, object]:
-        return {
-            "trace_store": TraceStoreResource(root=str(store)),
-            "warehouse": WarehouseResource(database=str(self.database)),
-            "settings": PipelineSettingsResource(
-                reports_dir=str(self.reports), approvals_dir=str(self.approvals)
-            ),
-        }
-
-
-def make_world(base: Path) -> World:
-    world = World(base)
-    world.home.mkdir(parents=True)
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", world.home / "dagster.yaml")
-    # A new DAGSTER_HOME creates its SQLite tables on first use; two runs doing that at the same
-    # moment collide (UNIQUE constraint failed: alembic_version), so create them first, as any
-    # earlier command would have (see the README).
-    dg.DagsterInstance.from_config(str(world.home)).dispose()
-    return world
-
-
 def _close(left: object, right: object) -> bool:
     if isinstance(left, float) and isinstance(right, float):
         return math.isclose(left, right, rel_tol=1e-12, abs_tol=1e-15)
@@ -142,7 +86,7 @@ def _close(left: object, right: object) -> bool:
     return left == right
 
 
-def same_report(left: dict[str, str | None], right: dict[str, str | None]) -> bool:
+def same_report(left: Mapping[str, str | None], right: Mapping[str, str | None]) -> bool:
     """The Markdown identical; the JSON identical but for the last bits of its floats: DuckDB
     sums in parallel, so a mean can differ by an ulp from run to run (see the README)."""
     if left["md"] != right["md"] or (left["json"] is None) != (right["json"] is None):
@@ -158,24 +102,10 @@ def report_texts(folder: Path, day: date) -> dict[str, str | None]:
     return texts
 
 
-def in_process(world: World, store: Path, day: date | None = None, days: list[date] = ()) -> None:
+def in_process(world: World, store: Path, day: date) -> None:
     """The same assets and checks, uninterrupted, in this process (the reference)."""
-    kwargs: dict[str, object] = {}
-    if day is not None:
-        kwargs["partition_key"] = day.isoformat()
-    else:
-        kwargs["tags"] = {
-            "dagster/asset_partition_range_start": days[0].isoformat(),
-            "dagster/asset_partition_range_end": days[-1].isoformat(),
-        }
-    result = dg.materialize(
-        PIPELINE,  # type: ignore[arg-type]
-        resources=world.resources(store),
-        instance=dg.DagsterInstance.ephemeral(),
-        raise_on_error=False,
-        **kwargs,  # type: ignore[arg-type]
-    )
-    assert result.success, _failures(result)
+    result = materialize(PIPELINE, world.resources(store), day=day)
+    assert result.success, failures(result)
 
 
 def claimed_by(home: Path) -> set[str]:
@@ -188,25 +118,6 @@ def claimed_by(home: Path) -> set[str]:
         instance.dispose()
 
 
-def listening_sockets(pid: int) -> set[str]:
-    """Inodes of the listening TCP sockets process `pid` holds."""
-    listening = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A":
-                listening.add(fields[9])
-    held = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = fd.readlink().name
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            held.add(target[len("socket:[") : -1])
-    return held & listening
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     placeholder = tmp_path_factory.mktemp("server")
@@ -215,9 +126,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     fork_server.close()
 
 
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    """A run folder with its own DAGSTER_HOME, at `tmp_path / "world"`."""
+    return make_world(tmp_path / "world")
+
+
 @pytest.mark.slow
 def test_sigkill_during_each_step_leaves_old_or_new_and_a_rerun_matches(
-    server: ForkServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ForkServer, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # as the server's
     monkeypatch.setattr(regression_html, "write_regression_html", lambda *args: None)
@@ -227,7 +144,6 @@ def test_sigkill_during_each_step_leaves_old_or_new_and_a_rerun_matches(
     store_a = tmp_path / "store_a"
     write_sample_store(store_a, days=2, seed=3, end_date=DAY, regression_day=DAY - timedelta(1))
     store_b = second_version(store_a, tmp_path / "store_b")
-    world = make_world(tmp_path / "world")
 
     # the previous complete result: an uninterrupted CLI run on store A
     first = server.start(
@@ -352,13 +268,12 @@ def test_slots_of_dead_runs_are_freed_and_live_ones_kept(tmp_path: Path) -> None
 
 
 def test_the_by_hand_command_reports_in_words(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     assert reaper.main() == 1
     assert "DAGSTER_HOME is not set" in capsys.readouterr().err
-    home = make_world(tmp_path).home
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(world.home))
     assert reaper.main() == 0
     assert capsys.readouterr().out.strip() == "no slot is held by a run whose process is gone"
 
@@ -374,7 +289,7 @@ def test_the_pipeline_uses_the_freeing_executor() -> None:
 
 @pytest.mark.slow
 def test_three_runs_at_once_all_succeed_and_equal_sequential_runs(
-    server: ForkServer, tmp_path: Path
+    server: ForkServer, world: World, tmp_path: Path
 ) -> None:
     # four clean days, moved 10 days apart so that no run's baseline is another run's output
     raw = tmp_path / "raw"
@@ -389,7 +304,6 @@ def test_three_runs_at_once_all_succeed_and_equal_sequential_runs(
             raw / "traces" / f"date={first + timedelta(source)}",
             store / "traces" / f"date={target}",
         )
-    world = make_world(tmp_path / "world")
     env = world.env(store)
     runs = [
         server.start(materialize_args(SELECT, single_a.isoformat()), tmp_path / "a.log", env),
@@ -434,7 +348,7 @@ def test_three_runs_at_once_all_succeed_and_equal_sequential_runs(
 
 
 def test_the_gate_reads_its_own_runs_checks_when_other_days_ran_since(
-    small_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    small_store: Path, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Runs of different days at once: a check's latest evaluation can be another run's, for
     another day, by the time this run's gate asks. The gate takes its own run's evaluations
@@ -442,18 +356,11 @@ def test_the_gate_reads_its_own_runs_checks_when_other_days_ran_since(
     other day's records), and alone it still refuses what its latest checks did not cover."""
     # not under test
     monkeypatch.setattr(regression_html, "write_regression_html", lambda *args: None)
-    world = make_world(tmp_path)
     instance = dg.DagsterInstance.ephemeral()
     other, day = LocalTraceStore(small_store).days()[:2]
 
-    def run(selection: list[object], partition: date) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            selection,  # type: ignore[arg-type]
-            partition_key=partition.isoformat(),
-            resources=world.resources(small_store),
-            instance=instance,
-            raise_on_error=False,
-        )
+    def run(selection: Selection, partition: date) -> dg.ExecuteInProcessResult:
+        return materialize(selection, world.resources(small_store), partition, instance=instance)
 
     assert run(PIPELINE, other).success
     records = {
@@ -466,69 +373,38 @@ def test_the_gate_reads_its_own_runs_checks_when_other_days_ran_since(
         lambda self, key: records[key],
     )
     result = run(PIPELINE, day)
-    assert result.success, _failures(result)
+    assert result.success, failures(result)
     assert (world.approvals / f"deploy_approval_{day}.json").exists()
     alone = run([gate.deploy_gate], day)
-    ((_, _, message),) = _failures(alone)
+    ((_, _, message),) = failures(alone)
     assert f"covers {other}..{other}, not {day}" in message
 
 
 # --- re-materializing ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_small_store(tmp_path_factory.mktemp("small") / "store")
-
-
-def test_rematerializing_days_and_ranges_through_dagster(small_store: Path, tmp_path: Path) -> None:
+def test_rematerializing_days_and_ranges_through_dagster(small_store: Path, world: World) -> None:
     days = LocalTraceStore(small_store).days()[:2]
-    world = make_world(tmp_path)
     fast = PIPELINE[:5]  # up to segment_metrics: the report's rows are covered in warehouse/
     instance = dg.DagsterInstance.ephemeral()
 
-    def run(**kwargs: object) -> None:
-        result = dg.materialize(
-            fast,  # type: ignore[arg-type]
-            resources=world.resources(small_store),
-            instance=instance,
-            raise_on_error=False,
-            **kwargs,  # type: ignore[arg-type]
-        )
+    def run(day: date | None = None, span: list[date] | None = None) -> None:
+        result = materialize(fast, world.resources(small_store), day, span, instance)
         assert result.success
 
-    range_tags = {
-        "dagster/asset_partition_range_start": days[0].isoformat(),
-        "dagster/asset_partition_range_end": days[1].isoformat(),
-    }
-    run(tags=range_tags)
+    run(span=days)
     expected = snapshot(world.database, days)
-    run(partition_key=days[1].isoformat())
-    run(partition_key=days[0].isoformat())
-    run(tags=range_tags)
+    run(day=days[1])
+    run(day=days[0])
+    run(span=days)
     for table, frame in snapshot(world.database, days).items():
         assert same(frame, expected[table]), table
 
 
 def _run_in_process(
-    world: World, store: Path, day: date, selection: list[object] | None = None
+    world: World, store: Path, day: date, selection: Selection | None = None
 ) -> dg.ExecuteInProcessResult:
-    return dg.materialize(
-        selection or PIPELINE,  # type: ignore[arg-type]
-        partition_key=day.isoformat(),
-        resources=world.resources(store),
-        instance=dg.DagsterInstance.ephemeral(),
-        raise_on_error=False,
-    )
-
-
-def _failures(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, str]]:
-    out = []
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data.error is not None:
-            error = event.step_failure_data.error
-            out.append((event.step_key or "", error.cls_name or "", error.message))
-    return out
+    return materialize(selection or PIPELINE, world.resources(store), day=day)
 
 
 def _in_words(message: str) -> None:
@@ -537,11 +413,11 @@ def _in_words(message: str) -> None:
 
 
 def test_a_missing_day_fails_in_words_and_nothing_downstream_runs(
-    small_store: Path, tmp_path: Path
+    small_store: Path, world: World
 ) -> None:
-    result = _run_in_process(make_world(tmp_path), small_store, date(2026, 11, 1))
+    result = _run_in_process(world, small_store, date(2026, 11, 1))
     assert not result.success
-    ((step, cls, message),) = _failures(result)
+    ((step, cls, message),) = failures(result)
     assert (step, cls) == ("traces", "Failure")
     _in_words(message)
     assert "no traces for 2026-11-01 under " in message
@@ -550,15 +426,14 @@ def test_a_missing_day_fails_in_words_and_nothing_downstream_runs(
 
 
 def test_an_empty_day_is_no_data_for_every_blocking_check(
-    small_store: Path, tmp_path: Path
+    small_store: Path, world: World, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
     shutil.copytree(small_store, store)
     empty = date(2026, 11, 20)
     (store / "traces" / f"date={empty}").mkdir()
-    world = make_world(tmp_path / "world")
     result = _run_in_process(world, store, empty)
-    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    evaluations = checks_by_name(result)
     assert evaluations["quarantine_rate"].passed is False
     assert evaluations["quarantine_rate"].description == f"no data for {empty}: 0 records read"
     # past the quarantine check (it stops the run), the other checks see no data as a failure
@@ -569,13 +444,13 @@ def test_an_empty_day_is_no_data_for_every_blocking_check(
         checks.stale_label_rate,
     ]
     result = _run_in_process(world, store, empty, rest)
-    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    evaluations = checks_by_name(result)
     for name in ("segment_thresholds", "annotation_coverage", "stale_label_rate"):
         assert evaluations[name].passed is False, name
         assert (evaluations[name].description or "").startswith(f"no data for {empty}"), name
     assert not result.asset_materializations_for_node("deploy_gate")
-    (gate,) = [f for f in _failures(result) if f[0] == "deploy_gate"] or [None]
-    assert gate is None or "refuses" in gate[2]
+    gate = [message for step, _, message in failures(result) if step == "deploy_gate"]
+    assert len(gate) <= 1 and all("refuses" in message for message in gate)
     report = json.loads((world.reports / f"regression_report_{empty}.json").read_text())
     assert report["has_data"] is False and report["passed"] is False
 
@@ -588,17 +463,16 @@ def test_an_empty_day_is_no_data_for_every_blocking_check(
     ],
 )
 def test_an_unreadable_day_fails_in_words_and_keeps_its_previous_rows(
-    small_store: Path, tmp_path: Path, name: str, content: bytes, words: str
+    small_store: Path, world: World, tmp_path: Path, name: str, content: bytes, words: str
 ) -> None:
     store = tmp_path / "store"
     shutil.copytree(small_store, store)
-    world = make_world(tmp_path / "world")
     fast = PIPELINE[:2]  # corpus, traces
     assert _run_in_process(world, store, DAY, fast).success
     before = snapshot(world.database, [DAY])
     (store / "traces" / f"date={DAY}" / name).write_bytes(content)
     result = _run_in_process(world, store, DAY, [*fast, checks.quarantine_rate])
-    ((step, cls, message),) = _failures(result)
+    ((step, cls, message),) = failures(result)
     assert (step, cls) == ("traces", "Failure")
     _in_words(message)
     assert f"cannot ingest {DAY}: " in message and name in message and words in message
@@ -608,9 +482,8 @@ def test_an_unreadable_day_fails_in_words_and_keeps_its_previous_rows(
 
 
 def test_a_full_disk_while_staging_fails_in_words_and_keeps_the_day(
-    small_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    small_store: Path, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    world = make_world(tmp_path / "world")
     fast = PIPELINE[:2]  # corpus, traces
     assert _run_in_process(world, small_store, DAY, fast).success
     before = snapshot(world.database, [DAY])
@@ -620,7 +493,7 @@ def test_a_full_disk_while_staging_fails_in_words_and_keeps_the_day(
 
     monkeypatch.setattr(pq, "write_table", no_space)
     result = _run_in_process(world, small_store, DAY, fast)
-    ((step, cls, message),) = _failures(result)
+    ((step, cls, message),) = failures(result)
     assert (step, cls) == ("traces", "Failure")
     _in_words(message)
     assert f"cannot ingest {DAY}: " in message
@@ -632,9 +505,8 @@ def test_a_full_disk_while_staging_fails_in_words_and_keeps_the_day(
 
 
 def test_the_cli_names_a_missing_day_and_exits_1(
-    server: ForkServer, small_store: Path, tmp_path: Path
+    server: ForkServer, small_store: Path, world: World, tmp_path: Path
 ) -> None:
-    world = make_world(tmp_path)
     run = server.start(
         materialize_args("traces", "2026-11-02"), tmp_path / "missing.log", world.env(small_store)
     )

@@ -32,24 +32,16 @@ from retrieval_pipeline.defs.live.sensor import build_live_monitoring_sensor, li
 from retrieval_pipeline.defs.resources import TraceStoreResource, WarehouseResource
 from retrieval_pipeline.live.rules import SAMPLE_KEY
 from retrieval_pipeline.live.tailing import StoreCursor
+from tests.live.traces import trace_fields
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-DOCS = ["d1", "d2", "d3", "d4", "d5"]
 RATE = 0.8
 CHECK_KEY = dg.AssetCheckKey(LIVE_ASSET_KEY, CHECK_NAME)
 
 
 def trace_line(n: int, seconds: float, rank: int, segment: str) -> str:
-    return json.dumps(
-        {
-            "trace_id": f"live-{n}",
-            "query_id": f"q{n}",
-            "timestamp": (T0 + timedelta(seconds=seconds)).isoformat(),
-            "retrieved_ids": DOCS,
-            "relevant_ids": [f"d{rank}"],
-            "segment": segment,
-        }
-    )
+    at = T0 + timedelta(seconds=seconds)
+    return json.dumps(trace_fields(n, at, rank, segment, trace_id=f"live-{n}"))
 
 
 def day_streams() -> list[tuple[str, str, list[str]]]:
@@ -264,7 +256,8 @@ def test_windows_land_on_the_asset_and_the_check_follows_alerts(tmp_path: Path) 
     assert isinstance(metadata["coverage"], dg.FloatMetadataValue)
     evaluation = instance.get_latest_asset_check_evaluation_record(CHECK_KEY)
     assert evaluation is not None and evaluation.event is not None
-    check = evaluation.event.dagster_event.asset_check_evaluation_data  # type: ignore[union-attr]
+    assert evaluation.event.dagster_event is not None
+    check = evaluation.event.dagster_event.asset_check_evaluation_data
     assert not check.passed
     assert (check.description or "").startswith(
         "3 live alert(s) open: all segments: mrr 0.25 < 0.50"
@@ -293,7 +286,8 @@ def test_windows_land_on_the_asset_and_the_check_follows_alerts(tmp_path: Path) 
         instance.report_runless_asset_event(event)
     evaluation = instance.get_latest_asset_check_evaluation_record(CHECK_KEY)
     assert evaluation is not None and evaluation.event is not None
-    check = evaluation.event.dagster_event.asset_check_evaluation_data  # type: ignore[union-attr]
+    assert evaluation.event.dagster_event is not None
+    check = evaluation.event.dagster_event.asset_check_evaluation_data
     assert check.passed, check.description
     assert "3 recovered, 0 open" in result.skip_message
     rerun = dg.materialize(

@@ -11,7 +11,9 @@ import math
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,20 +28,15 @@ from retrieval_pipeline.config import CONFIG_ENV, ConfigError, PipelineConfig
 from retrieval_pipeline.defs import ASSETS, build_defs, defs
 from retrieval_pipeline.defs.nightly import assets, checks
 from retrieval_pipeline.defs.nightly.gate import BLOCKING_CHECK_KEYS, deploy_gate
-from retrieval_pipeline.defs.resources import (
-    DB_ENV,
-    STORE_IDS_ENV,
-    PipelineSettingsResource,
-    TraceStoreResource,
-    WarehouseResource,
-    store_retrieved_ids,
-)
+from retrieval_pipeline.defs.resources import DB_ENV, STORE_IDS_ENV, store_retrieved_ids
 from retrieval_pipeline.files import write_atomically
 from retrieval_pipeline.sample import MANIFEST_NAME, write_sample_store
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.store import LocalTraceStore
 from retrieval_pipeline.warehouse import connection
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
+from tests import warehouse_snapshots as snapshots
+from tests.dagster_runs import RunFolder, Selection, checks_by_name, failure_messages, materialize
 
 END = date(2026, 11, 30)  # the injected regression's day
 CLEAN = [END - timedelta(days=n) for n in (3, 2, 1)]
@@ -49,71 +46,35 @@ PARTITIONED = ["traces", "labels", "query_metrics", "segment_metrics", "regressi
 
 
 @dataclass
-class Setup:
+class Setup(RunFolder):
+    """A trace store and a folder for what runs write; runs on one instance."""
+
     store: Path
-    folder: Path
-    instance: dg.DagsterInstance
+    instance: dg.DagsterInstance = field(default_factory=dg.DagsterInstance.ephemeral)
     range_result: Any = None  # the `nightly` fixture's runs
     day_result: Any = None
     store_retrieved_ids: bool = True
 
-    @property
-    def database(self) -> Path:
-        return self.folder / "db" / "warehouse.duckdb"
-
-    @property
-    def reports(self) -> Path:
-        return self.folder / "reports"
-
-    @property
-    def approvals(self) -> Path:
-        return self.folder / "approvals"
-
-    def resources(self) -> dict[str, object]:
-        return {
-            "trace_store": TraceStoreResource(root=str(self.store)),
-            "warehouse": WarehouseResource(
-                database=str(self.database), store_retrieved_ids=self.store_retrieved_ids
-            ),
-            "settings": PipelineSettingsResource(
-                reports_dir=str(self.reports), approvals_dir=str(self.approvals)
-            ),
-        }
-
     def run(
-        self, assets: list[object] | None = None, day: date | None = None, days: list[date] = ()
+        self,
+        assets: Selection = EVERYTHING,
+        day: date | None = None,
+        days: list[date] | None = None,
     ) -> dg.ExecuteInProcessResult:
-        kwargs: dict[str, object] = {}
-        if day is not None:
-            kwargs["partition_key"] = day.isoformat()
-        else:
-            kwargs["tags"] = {
-                "dagster/asset_partition_range_start": days[0].isoformat(),
-                "dagster/asset_partition_range_end": days[-1].isoformat(),
-            }
-        return dg.materialize(
-            assets or EVERYTHING,  # type: ignore[arg-type]
-            resources=self.resources(),
-            instance=self.instance,
-            raise_on_error=False,
-            **kwargs,  # type: ignore[arg-type]
-        )
-
-    def query(self, sql: str, params: dict[str, object] | None = None) -> pd.DataFrame:
-        with duckdb.connect(str(self.database), read_only=True) as conn:
-            return conn.execute(sql, params or {}).df()
+        resources = self.resources(self.store, store_retrieved_ids=self.store_retrieved_ids)
+        return materialize(assets, resources, day, days, self.instance)
 
 
-def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
-    return [
-        event.step_failure_data.error.message
-        for event in result.all_events
-        if event.is_step_failure and event.step_failure_data.error is not None
-    ]
-
-
-def checks_by_name(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
-    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+@contextmanager
+def defs_warehouse() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection of the definitions' own warehouse resource (its file named by DB_ENV)."""
+    resources = build_defs().resources
+    assert resources is not None
+    with (
+        dg.build_resources({"warehouse": resources["warehouse"]}) as built,
+        built.warehouse.get_connection() as conn,
+    ):
+        yield conn
 
 
 @pytest.fixture(scope="module")
@@ -126,14 +87,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def nightly(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Setup:
     """Three clean days backfilled in one run, then the regression day on its own."""
-    setup = Setup(store, tmp_path_factory.mktemp("run"), dg.DagsterInstance.ephemeral())
+    setup = Setup(tmp_path_factory.mktemp("run"), store)
     setup.range_result = setup.run(days=CLEAN)
     setup.day_result = setup.run(day=END)
     return setup
 
 
 def fresh(store: Path, tmp_path: Path) -> Setup:
-    return Setup(store, tmp_path, dg.DagsterInstance.ephemeral())
+    return Setup(tmp_path, store)
 
 
 # --- definitions -----------------------------------------------------------------------------
@@ -185,8 +146,7 @@ def test_the_warehouse_threads_and_memory_limit_follow_the_budget(
 ) -> None:
     def settings() -> tuple[str, str]:
         monkeypatch.setenv(DB_ENV, str(tmp_path / "w.duckdb"))
-        resources = {"warehouse": build_defs().resources["warehouse"]}
-        with dg.build_resources(resources) as built, built.warehouse.get_connection() as conn:
+        with defs_warehouse() as conn:
             row = conn.execute(
                 "select current_setting('threads')::varchar, current_setting('memory_limit')"
             ).fetchone()
@@ -213,8 +173,7 @@ def test_the_warehouse_has_row_groups_of_16k_rows(
 ) -> None:
     # DuckDB scans a row group per thread: a day of 100k traces must be more than one of them.
     monkeypatch.setenv(DB_ENV, str(tmp_path / "w.duckdb"))
-    resources = {"warehouse": build_defs().resources["warehouse"]}
-    with dg.build_resources(resources) as built, built.warehouse.get_connection() as conn:
+    with defs_warehouse() as conn:
         conn.execute("create table rows_of_a_day as select range as i from range(100000)")
         row = conn.execute(
             "select count(distinct row_group_id) from pragma_storage_info('rows_of_a_day')"
@@ -353,12 +312,12 @@ def test_the_second_run_keeps_the_corpus_its_unchanged_snapshot_gave(nightly: Se
 def test_traces_stored_without_their_id_lists_are_scored_the_same(
     nightly: Setup, tmp_path: Path
 ) -> None:
-    lean = Setup(nightly.store, tmp_path, dg.DagsterInstance.ephemeral(), store_retrieved_ids=False)
+    lean = Setup(tmp_path, nightly.store, store_retrieved_ids=False)
     result = lean.run([assets.traces, assets.corpus, assets.labels, assets.query_metrics], day=END)
     assert result.success
     (materialization,) = result.asset_materializations_for_node("traces")
     assert materialization.metadata["retrieved_ids_stored"].value is False
-    assert "retrieved id lists not stored" in materialization.metadata["summary"].value
+    assert "retrieved id lists not stored" in str(materialization.metadata["summary"].value)
     traces_sql = (
         "select trace_id, len(retrieved_ids) as stored, n_retrieved, labels from traces"
         " where partition_date = $day order by trace_id"
@@ -488,14 +447,7 @@ def test_the_gate_alone_refuses_when_no_check_was_ever_evaluated(
 
 def test_rematerializing_a_day_leaves_the_same_rows(store: Path, tmp_path: Path) -> None:
     setup = fresh(store, tmp_path)
-    tables = [
-        "traces",
-        "quarantine",
-        "labels",
-        "query_metrics",
-        "segment_metrics",
-        "regression_report",
-    ]
+    tables = snapshots.PARTITIONED
 
     def snapshot() -> dict[str, pd.DataFrame]:
         return {

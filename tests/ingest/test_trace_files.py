@@ -174,7 +174,7 @@ def test_a_parquet_file_is_read_without_holding_the_whole_file(tmp_path: Path) -
     path = tmp_path / "t.parquet"
     pq.write_table(table, path, row_group_size=100, compression="none", use_dictionary=False)
     del table, ids
-    held = []
+    held: list[int] = []
     for first_row, piece in parquet.parquet_pieces(path, 100):
         assert first_row == len(held) * 100 + 1
         del piece

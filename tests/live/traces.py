@@ -18,6 +18,28 @@ DOCS = ["d1", "d2", "d3", "d4", "d5"]
 _counter = iter(range(10**9))
 
 
+def trace_fields(
+    n: int,
+    at: datetime,
+    rank: int | None,
+    segment: str = "multi_hop",
+    judged: bool = True,
+    trace_id: str | None = None,
+) -> dict[str, Any]:
+    """Trace `n` (trace_id `t<n>` unless given, query `q<n>`) served `at`, whose reciprocal rank
+    is 1/rank (rank None: relevant document not retrieved, RR 0; judged False: no labels at all,
+    so unannotated)."""
+    fields: dict[str, Any] = {
+        "trace_id": trace_id or f"t{n}",
+        "query_id": f"q{n}",
+        "timestamp": at.isoformat(),
+        "retrieved_ids": DOCS,
+    }
+    if judged:
+        fields["relevant_ids"] = [f"d{rank}" if rank is not None else "not-retrieved"]
+    return fields | {"segment": segment}
+
+
 def trace(
     rank: int | None,
     segment: str = "multi_hop",
@@ -25,19 +47,11 @@ def trace(
     judged: bool = True,
     trace_id: str | None = None,
 ) -> TraceRecord:
-    """A trace whose reciprocal rank is 1/rank (rank None: relevant document not retrieved, RR 0;
-    judged False: no labels at all, so unannotated)."""
+    """`trace_fields` of the next trace, parsed; at T0 + n seconds unless `at` is given."""
     n = next(_counter)
-    fields: dict[str, Any] = {
-        "trace_id": trace_id or f"t{n}",
-        "query_id": f"q{n}",
-        "timestamp": (at or T0 + timedelta(seconds=n)).isoformat(),
-        "retrieved_ids": DOCS,
-        "segment": segment,
-    }
-    if judged:
-        fields["relevant_ids"] = [f"d{rank}" if rank is not None else "not-retrieved"]
-    return parse_record(fields)
+    return parse_record(
+        trace_fields(n, at or T0 + timedelta(seconds=n), rank, segment, judged, trace_id)
+    )
 
 
 def window_of(ranks: Sequence[int | None], segment: str = "multi_hop") -> list[TraceRecord]:

@@ -14,7 +14,6 @@ import re
 from datetime import date, timedelta
 from pathlib import Path
 
-import dagster as dg
 import duckdb
 import pandas as pd
 import pytest
@@ -22,16 +21,12 @@ import pytest
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.defs import ASSETS
 from retrieval_pipeline.defs.ab.assets import variant_comparison, variant_comparison_flag
-from retrieval_pipeline.defs.resources import (
-    PipelineSettingsResource,
-    TraceStoreResource,
-    WarehouseResource,
-)
 from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.reports.regression_html import regression_html
 from retrieval_pipeline.reports.trend_chart import trend_chart
 from retrieval_pipeline.warehouse import trend
 from tests.browser import CHROMIUM, render
+from tests.dagster_runs import RunFolder, materialize
 
 HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -87,24 +82,14 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "[checks]\nmin_annotated_traces = 5\n[comparison]\nlookback_days = 2\nn_resamples = 199\n",
         encoding="utf-8",
     )
-    result = dg.materialize(
+    run = RunFolder(folder)
+    result = materialize(
         [*PIPELINE, variant_comparison, variant_comparison_flag],
-        resources={
-            "trace_store": TraceStoreResource(root=str(folder / "store")),
-            "warehouse": WarehouseResource(database=str(folder / "db" / "warehouse.duckdb")),
-            "settings": PipelineSettingsResource(
-                config_path=str(config), reports_dir=str(folder / "reports")
-            ),
-        },
-        instance=dg.DagsterInstance.ephemeral(),
-        tags={
-            "dagster/asset_partition_range_start": DAYS[0].isoformat(),
-            "dagster/asset_partition_range_end": DAYS[-1].isoformat(),
-        },
-        raise_on_error=False,
+        run.resources(folder / "store", config),
+        days=DAYS,
     )
     assert result.success
-    return folder / "reports"
+    return run.reports
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +130,7 @@ def test_the_page_holds_the_bars_the_trend_and_the_coverage(page: str) -> None:
 
 
 def test_the_trend_shows_both_partitions(hostile_run: Path) -> None:
-    with duckdb.connect(str(hostile_run.parent / "db" / "warehouse.duckdb")) as conn:
+    with duckdb.connect(str(RunFolder(hostile_run.parent).database)) as conn:
         rows = trend.read_segment_trend(conn, DAYS[-1], ["ndcg@10", "mrr"])
         first = trend.read_segment_trend(conn, DAYS[0], ["ndcg@10"], last_n=30)
         last = trend.read_segment_trend(conn, DAYS[-1], ["ndcg@10"], last_n=1)

@@ -82,11 +82,12 @@ def test_dict_fsst_string_compression_is_off_unless_asked_for(tmp_path: Path) ->
     assert disabled(True) == ""
 
 
-def test_query_metrics_are_stored_with_their_strings_compressed(tmp_path: Path) -> None:
+def test_query_metrics_are_stored_with_their_strings_compressed(
+    tmp_path: Path, conn: duckdb.DuckDBPyConnection
+) -> None:
     # 4,000 traces: 20,000 metric rows, more than a row group (connection.ROW_GROUP_ROWS), so the
     # insert writes them out itself rather than leaving them to the next checkpoint
     traces = pd.DataFrame([good(f"t{i}", query_id=f"q{i % 700}") for i in range(4000)])
-    conn = connection.connect(tmp_path / "w.duckdb")
     ingestion.ingest_traces(conn, traces)
     start, end = partitions.ALL_DATES
     steps.build_labels(conn, start, end, use_corpus=False)

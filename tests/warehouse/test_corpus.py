@@ -9,22 +9,24 @@ import os
 from pathlib import Path
 from unittest import mock
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from retrieval_pipeline.cli import evaluate as evaluate_cli
 from retrieval_pipeline.ingest.files import TraceFileError
-from retrieval_pipeline.warehouse import connection, sql
 from retrieval_pipeline.warehouse import corpus as wcorpus
+from retrieval_pipeline.warehouse import sql
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 from tests.trace_records import good, write_lines
 
 
-def test_an_unchanged_corpus_snapshot_is_not_read_again(tmp_path: Path) -> None:
+def test_an_unchanged_corpus_snapshot_is_not_read_again(
+    tmp_path: Path, conn: duckdb.DuckDBPyConnection
+) -> None:
     corpus = tmp_path / "corpus.csv"
     corpus.write_text("doc_id,deleted_at\na,\nb,\nold,2020-01-01T00:00:00Z\n")
-    conn = connection.connect(tmp_path / "w.duckdb")
 
     def documents() -> list[str]:
         return [row[0] for row in conn.execute("select doc_id from corpus order by 1").fetchall()]
@@ -63,6 +65,7 @@ def test_an_unchanged_corpus_snapshot_is_not_read_again(tmp_path: Path) -> None:
 
 def test_corpus_rows_that_cannot_be_read_are_rejected_with_their_line_and_reason(
     tmp_path: Path,
+    conn: duckdb.DuckDBPyConnection,
 ) -> None:
     traces = write_lines(
         tmp_path / "t.jsonl",
@@ -101,7 +104,6 @@ def test_corpus_rows_that_cannot_be_read_are_rejected_with_their_line_and_reason
     assert f'  {corpus}:3: deleted_at is not a timestamp: "last week"' in text.splitlines()
     assert evaluate_cli.summary(run)["corpus_rows_rejected"] == 4
 
-    conn = connection.connect(tmp_path / "w.duckdb")
     wcorpus.load_corpus(conn, corpus)
     rejects = conn.execute(
         "select source_line, doc_id, field, added_at, deleted_at from corpus_rejects order by 1"

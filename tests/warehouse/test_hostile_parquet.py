@@ -26,7 +26,7 @@ BASE_COLUMNS = {
 
 def _parquet(tmp_path: Path, columns: dict[str, object]) -> Path:
     path = tmp_path / "t.parquet"
-    pq.write_table(pa.table({**BASE_COLUMNS, **columns}), path)  # type: ignore[arg-type]
+    pq.write_table(pa.table({**BASE_COLUMNS, **columns}), path)
     return path
 
 

@@ -35,15 +35,15 @@ BAD_RECORDS = [
         "trace_id",
         "missing required field trace_id",
     ),
-    (json.dumps(good(None)), "trace_id", "missing required field trace_id"),  # type: ignore[arg-type]
+    (json.dumps(GOOD | {"trace_id": None}), "trace_id", "missing required field trace_id"),
     (
         json.dumps(good("")),
         "trace_id",
         "trace_id must be a non-empty string or an integer (got an empty string)",
     ),
     (
-        json.dumps(good(1.5)),
-        "trace_id",  # type: ignore[arg-type]
+        json.dumps(GOOD | {"trace_id": 1.5}),
+        "trace_id",
         "trace_id must be a non-empty string or an integer (got a number with a fraction)",
     ),
     (json.dumps({**good("q"), "query_id": None}), "query_id", "missing required field query_id"),
@@ -209,9 +209,10 @@ def test_parquet_rows_follow_the_same_rules(tmp_path: Path) -> None:
     }
 
 
-def test_reingesting_a_partition_replaces_it(tmp_path: Path) -> None:
+def test_reingesting_a_partition_replaces_it(
+    tmp_path: Path, conn: duckdb.DuckDBPyConnection
+) -> None:
     path = write_lines(tmp_path / "t.jsonl", [json.dumps(good("a")), "{bad"])
-    conn = connection.connect(tmp_path / "w.duckdb")
     for _ in range(3):
         ingestion.ingest_traces(conn, [path], partition_date=date(2026, 11, 30))
     counts = conn.execute("select (select count(*) from traces), (select count(*) from quarantine)")
@@ -254,7 +255,9 @@ def test_read_equals_scored_plus_quarantined(tmp_path: Path, lines: list[str]) -
     assert run.ingest.valid == expected_valid
 
 
-def _outcome(path: Path) -> tuple[object, ...]:
+def _outcome(
+    path: Path,
+) -> tuple[ingestion.IngestCounts, dict[Any, list[Any]], dict[Any, list[Any]]]:
     run = run_evaluation(path, "mrr,ndcg@10")
     per_query = run.per_query.sort_values("trace_id").reset_index(drop=True)
     quarantine = run.quarantine[["source_file", "source_line", "field", "reason", "raw_record"]]
@@ -279,7 +282,7 @@ def test_pieces_do_not_change_any_outcome(tmp_path: Path, monkeypatch: pytest.Mo
     assert isinstance(ingest, ingestion.IngestCounts)
     assert ingest.read == ingest.valid + ingest.quarantined
     assert ingest.duplicate_ids_dropped > 0
-    reasons = whole[2]["reason"]  # type: ignore[index]
+    reasons = whole[2]["reason"]
     assert any("duplicate trace_id t1 (first seen at " in r for r in reasons)
     assert any("gzip stream is truncated" in r for r in reasons)
 
@@ -321,20 +324,19 @@ def test_a_dataframe_is_read_in_pieces_numbered_by_its_rows(
 
 
 def test_a_failed_ingestion_keeps_the_day_and_no_staging_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, conn: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     day = date(2026, 11, 30)
     folder = tmp_path / "day"
     folder.mkdir()
     write_lines(folder / "a.jsonl", [json.dumps(good("a")), json.dumps(good("b"))])
-    conn = connection.connect(tmp_path / "w.duckdb")
     staging = tmp_path / "w.duckdb.staging"
     written: list[Path] = []
     write_staged = ingestion._write_staged
 
-    def spy(conn: object, statement: str, path: Path) -> bool:
+    def spy(conn: duckdb.DuckDBPyConnection, statement: str, path: Path) -> bool:
         written.append(path)
-        return write_staged(conn, statement, path)  # type: ignore[arg-type]
+        return write_staged(conn, statement, path)
 
     monkeypatch.setattr(ingestion, "_write_staged", spy)
     ingestion.ingest_traces(conn, [folder], partition_date=day)
@@ -353,9 +355,10 @@ def test_a_failed_ingestion_keeps_the_day_and_no_staging_files(
     assert not staging.exists()
 
 
-def test_a_failed_ingestion_of_a_new_day_leaves_it_empty(tmp_path: Path) -> None:
+def test_a_failed_ingestion_of_a_new_day_leaves_it_empty(
+    tmp_path: Path, conn: duckdb.DuckDBPyConnection
+) -> None:
     day, other = date(2026, 11, 30), date(2026, 11, 29)
-    conn = connection.connect(tmp_path / "w.duckdb")
     kept = write_lines(tmp_path / "other.jsonl", [json.dumps(good("o"))])
     ingestion.ingest_traces(conn, [kept], partition_date=other)
     folder = tmp_path / "day"
@@ -372,13 +375,15 @@ def test_a_failed_ingestion_of_a_new_day_leaves_it_empty(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("stored_before", [False, True])
 def test_a_piece_that_cannot_be_written_fails_the_ingestion_and_keeps_the_day(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored_before: bool
+    tmp_path: Path,
+    conn: duckdb.DuckDBPyConnection,
+    monkeypatch: pytest.MonkeyPatch,
+    stored_before: bool,
 ) -> None:
     """Pieces are written in a second thread while the next one is validated: a write that
     fails is raised by `ingest_traces`, nothing is written after it, and the day holds what it
     held before (straight in for a new day, staged for one that holds rows)."""
     day = date(2026, 11, 30)
-    conn = connection.connect(tmp_path / "w.duckdb")
     folder = tmp_path / "day"
     folder.mkdir()
     if stored_before:
@@ -423,7 +428,7 @@ def _ingest_then_die(database: str, folder: str, day: date) -> None:
         if pieces == 2:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    ingestion._insert_piece = insert_then_die  # type: ignore[assignment]
+    ingestion._insert_piece = insert_then_die
     ingestion.ingest_traces(connection.connect(database), [Path(folder)], partition_date=day)
 
 

@@ -10,7 +10,7 @@ import pytrec_eval
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval_pipeline.metrics import parse_metrics
+from retrieval_pipeline.metrics import Gain, parse_metrics
 from retrieval_pipeline.reference import score_trace
 from retrieval_pipeline.warehouse.evaluation import evaluate
 
@@ -263,7 +263,7 @@ ALL_FAMILIES += ",hit_rate@1,hit_rate@10"
     st.sampled_from(["exponential", "linear"]),
     st.sampled_from([1, 2]),
 )
-def test_sql_equals_the_python_reference(cases: list, gain: str, relevance_level: int) -> None:
+def test_sql_equals_the_python_reference(cases: list, gain: Gain, relevance_level: int) -> None:
     records = [trace(f"t{i}", retrieved, scores) for i, (retrieved, scores) in enumerate(cases)]
     metrics = parse_metrics(ALL_FAMILIES)
     ours = evaluate(pd.DataFrame(records), metrics, gain=gain, relevance_level=relevance_level)
@@ -273,7 +273,7 @@ def test_sql_equals_the_python_reference(cases: list, gain: str, relevance_level
             list(dict.fromkeys(r["retrieved_ids"])),
             {d: float(g) for d, g in r["relevance_scores"].items()},
             metrics,
-            gain,  # type: ignore[arg-type]
+            gain,
             relevance_level,
         )
         # an empty relevance_scores object is a judgement with nothing relevant: zeros

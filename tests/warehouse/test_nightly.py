@@ -11,7 +11,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from retrieval_pipeline.config import PipelineConfig
+from retrieval_pipeline.config import ChecksConfig, PipelineConfig
 from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.connection import connect
 
@@ -49,7 +49,7 @@ CONFIG = PipelineConfig(
     metrics=("ndcg@10", "mrr"),
     thresholds={"ndcg@10": 0.5},
     segment_thresholds={"s2": {"ndcg@10": 0.95}},
-    checks={"min_annotated_traces": 2},
+    checks=ChecksConfig(min_annotated_traces=2),
 )
 
 

@@ -8,9 +8,8 @@ assets themselves).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import shutil
-import time
-from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -29,14 +28,11 @@ from tests.warehouse_snapshots import (
     same,
     second_version,
     snapshot,
+    snapshot_of,
     warehouse_step,
-    write_small_store,
 )
 
-
-@pytest.fixture(scope="module")
-def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_small_store(tmp_path_factory.mktemp("small") / "store")
+COPIES = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +71,7 @@ def test_rematerializing_in_any_order_any_number_of_times_leaves_the_same_rows(
 ) -> None:
     source, expected = clean_warehouse
     days = LocalTraceStore(small_store).days()
-    database = tmp_path / f"w-{time.monotonic_ns()}.duckdb"
+    database = tmp_path / f"w-{next(COPIES)}.duckdb"  # one per example: they share tmp_path
     shutil.copy(source, database)
     conn = connection.connect(database)
     try:
@@ -87,18 +83,6 @@ def test_rematerializing_in_any_order_any_number_of_times_leaves_the_same_rows(
     finally:
         conn.close()
     database.unlink()
-
-
-def snapshot_of(conn: duckdb.DuckDBPyConnection, days: list[date]) -> dict[str, pd.DataFrame]:
-    frames = {
-        table: conn.execute(
-            f"select * from {table} where list_contains($days, partition_date) order by all",
-            {"days": days},
-        ).df()
-        for table in PARTITIONED
-    }
-    frames["corpus"] = conn.execute("select * from corpus order by all").df()
-    return frames
 
 
 # Where DuckDB's `debug_checkpoint_abort` stops a checkpoint, as a crash there would: before the

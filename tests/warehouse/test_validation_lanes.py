@@ -372,7 +372,7 @@ def test_typed_rows_with_a_record_that_is_not_plain_go_through_the_json_lane(
     conn: duckdb.DuckDBPyConnection, changes: dict[str, object], reason: str
 ) -> None:
     rows = pa.Table.from_pylist(
-        [_plain_row("t1"), _plain_row(**changes), _plain_row("t2")],
+        [_plain_row("t1"), _plain_row("t9", **changes), _plain_row("t2")],
         schema=pa.schema(
             [
                 ("trace_id", pa.string()),

@@ -1,0 +1,32 @@
+"""Fixtures every room's tests share: the generated trace stores they read.
+
+Each store is written once a session and only read: a test that changes a store copies it first.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from retrieval_pipeline.sample import write_sample_store
+from tests.warehouse_snapshots import write_small_store
+
+SAMPLE_END = date(2026, 11, 30)  # the sample store's last day, and its injected regression's
+
+
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled sample store: three days (seed 7) ending SAMPLE_END, the injected regression
+    on the last."""
+    root = tmp_path_factory.mktemp("sample") / "store"
+    write_sample_store(root, days=3, seed=7, end_date=SAMPLE_END)
+    return root
+
+
+@pytest.fixture(scope="session")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three days of the sample store (seed 11) ending `warehouse_snapshots.DAY`, the regression
+    on the last (`warehouse_snapshots.write_small_store`)."""
+    return write_small_store(tmp_path_factory.mktemp("small") / "store")
