@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Row, emit, oracle_means, parse_args
 from bench.generate import Dataset, dataset
 from bench.nightly import command_line, prepare
-from retrieval_pipeline.warehouse.connection import MEMORY_LIMIT_ENV, memory_limit as default_limit
+from retrieval_pipeline.warehouse.connection import MEMORY_LIMIT_ENV
+from retrieval_pipeline.warehouse.connection import memory_limit as default_limit
 
 
 def backfill_store(ds: Dataset, days: int) -> tuple[Path, list[str]]:

@@ -34,6 +34,12 @@ def _record(rng: np.random.Generator, trace_id: str) -> dict[str, object]:
     }
 
 
+def _grades(record: dict[str, object]) -> dict[str, float]:
+    grades = record["relevance_scores"]
+    assert isinstance(grades, dict)
+    return grades
+
+
 def _lines(records: list[dict[str, object] | str]) -> str:
     return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
 
@@ -57,7 +63,7 @@ def write_day(store: Path, seed: int = 5) -> list[Path]:
     with gzip.open(folder / "b.jsonl.gz", "wt") as out:
         out.write(_lines(b))
     scores = pa.map_(pa.string(), pa.float64())
-    rows = [dict(r, relevance_scores=list(r["relevance_scores"].items())) for r in c]  # type: ignore[union-attr]
+    rows = [dict(r, relevance_scores=list(_grades(r).items())) for r in c]
     schema = pa.schema(
         [
             ("trace_id", pa.string()),

@@ -167,7 +167,9 @@ def test_a_nightly_partition_at_sixteen_threads_passes_at_the_default_memory(
         raise_on_error=False,
     )
     materialized = {
-        event.asset_key.to_user_string() for event in result.get_asset_materialization_events()
+        event.asset_key.to_user_string()
+        for event in result.get_asset_materialization_events()
+        if event.asset_key is not None
     }
     assert {"traces", "labels", "query_metrics", "segment_metrics", "regression_report"} <= (
         materialized

@@ -97,7 +97,7 @@ def test_the_merged_rows_are_one_process_rows(
 
 def test_the_day_has_every_case(one_process: Path) -> None:
     rows = _rows(one_process)
-    reasons = [row[5] for row in rows["quarantine"]]
+    reasons = [str(row[5]) for row in rows["quarantine"]]
     # t005 (a.jsonl, b.jsonl.gz), t045 (b.jsonl.gz, c.parquet), t100 (c.parquet, d.jsonl twice)
     repeated = sorted(r.split(" (")[0] for r in reasons if r.startswith("duplicate trace_id"))
     # t045 twice in b.jsonl.gz, once in c.parquet; t100 in c.parquet, twice in d.jsonl

@@ -1,3 +1,6 @@
+# mypy: ignore-errors
+# (scratch prototype, kept as it ran: parallel_validation.py against the engine before the
+# refactor, commit e08d857; see bench/proposals/scaling/README.md)
 """Prototype (docs/scaling.md): dagster-dask's executor with the run and its known state passed
 as Dagster serdes text (dask 2025+ walks tuples, and Dagster's @record types refuse iteration),
 task keys per run (dagster-io/dagster#21418), and the run's pool steps chained one after another.

@@ -1,3 +1,6 @@
+# mypy: ignore-errors
+# (scratch prototype, kept as it ran: parallel_validation.py against the engine before the
+# refactor, commit e08d857; see bench/proposals/scaling/README.md)
 """Prototype of parallel validation (docs/scaling.md): K threads validate pieces, each on a DuckDB
 cursor of its own; the main thread takes the results in piece order, counts the valid rows whose
 trace_id an earlier piece holds (the design quarantines them there) and hands the piece to the
@@ -16,8 +19,9 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from retrieval_pipeline import engine
 from retrieval_pipeline.sql_files import load_sql
+
+from retrieval_pipeline import engine
 
 
 def ingest_parallel(conn, source, partition_date=None, keep_retrieved_ids=True, workers=2):

@@ -10,7 +10,6 @@ databases and write them under the shard root. The three asset keys are the sing
 so checks, downstream assets and selections are unchanged.
 """
 
-
 import os
 from datetime import date
 from pathlib import Path
