@@ -29,6 +29,7 @@ from retrieval_pipeline.shards import MANIFEST, DayFile, filesystem
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
+from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sources import NumberedFiles, raw_record_pieces
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -124,23 +125,30 @@ def _write_outputs(
         {"source_file": [f.path for f in files], "file_order": [f.order for f in files]},
         schema=pa.schema([("source_file", pa.string()), ("file_order", pa.int32())]),
     )
-    statements = {
-        table: f"select *, $shard as shard from {table} where partition_date = $day"
-        for table in ROW_TABLES
-    }
-    statements["valid_ids"] = (
-        "select $shard as shard, traces.trace_id, shard_files.file_order, traces.source_file,"
-        " traces.source_line from traces inner join shard_files using (source_file)"
-        " where traces.partition_date = $day"
-    )
-    statements |= {name: load_sql(file) for name, file in SUMMARY_STATEMENTS.items()}
     rows = {}
+    for table in ROW_TABLES:  # the day's rows, each with its shard
+        conn.complete()  # DuckDB 2.0: the result before must be finished first
+        relation = conn.table(table).filter(
+            duckdb.ColumnExpression("partition_date") == duckdb.ConstantExpression(day)
+        )
+        relation = relation.select(
+            duckdb.StarExpression(), duckdb.ConstantExpression(shard).alias("shard")
+        )
+        rows[table] = _write_parquet(relation, fs, f"{base}/{table}.parquet")
+    conn.complete()
     with registered(conn, "shard_files", orders):
-        for name, sql in statements.items():
-            params: dict[str, object] = {"day": day}
-            if "$shard" in sql:
-                params["shard"] = shard
-            rows[name] = _write_parquet(conn.sql(sql, params=params), fs, f"{base}/{name}.parquet")
+        valid_ids = conn.sql(
+            "select $shard as shard, traces.trace_id, shard_files.file_order,"
+            " traces.source_file, traces.source_line"
+            " from traces inner join shard_files using (source_file)"
+            " where traces.partition_date = $day",
+            params={"shard": shard, "day": day},
+        )
+        rows["valid_ids"] = _write_parquet(valid_ids, fs, f"{base}/valid_ids.parquet")
+    for name, statement in SUMMARY_STATEMENTS.items():
+        conn.complete()
+        summary = conn.sql(load_sql(statement), params={"day": day})
+        rows[name] = _write_parquet(summary, fs, f"{base}/{name}.parquet")
     return rows
 
 
@@ -208,16 +216,13 @@ def merge_shards(
         texts = _repeated_texts(conn)
         with registered(conn, "shard_repeated_texts", texts), transaction(conn):
             for table in ROW_TABLES:
-                conn.execute(f"delete from {table} where partition_date = $day", {"day": day})
+                delete_partitions(conn, table, [day])
             for table in ("traces", "labels", "query_metrics"):
-                conn.execute(
-                    f"insert into {table} by name select * exclude (shard)"
-                    " from read_parquet($files, hive_partitioning = false) as shard_rows"
-                    " anti join shard_repeated using (shard, trace_id)",
-                    {"files": files(table)},
-                )
-            conn.execute(
-                "insert into quarantine by name " + load_sql("int_shard_quarantine"),
+                insert(conn, table, "stg_shard_rows", {"files": files(table)})
+            insert(
+                conn,
+                "quarantine",
+                "int_shard_quarantine",
                 {"day": day, "files": files("quarantine")},
             )
         _check_partials(conn, day, files("segment_partials"), files("query_metrics"))
