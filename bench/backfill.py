@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Row, emit, oracle_means, parse_args
 from bench.generate import Dataset, dataset
 from bench.nightly import command_line, prepare
-from retrieval_pipeline.warehouse.connection import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
+from retrieval_pipeline.warehouse.connection import MEMORY_LIMIT_ENV
+from retrieval_pipeline.warehouse.connection import memory_limit as default_limit
 
 
 def backfill_store(ds: Dataset, days: int) -> tuple[Path, list[str]]:
@@ -67,7 +68,7 @@ def measure(
                     names[-1],
                     ["--partition-range", f"{names[0]}...{names[-1]}"],
                     note=f"{size:,} traces a day; DuckDB memory_limit"
-                    f" {memory_limit or DEFAULT_MEMORY_LIMIT + ' (the default)'};"
+                    f" {memory_limit or default_limit() + ' (the default)'};"
                     " whole process; means of its last day",
                 )
             )

@@ -240,6 +240,31 @@ class TraceFormatConfig(_Section):
         }
 
 
+Executor = Literal["in_process", "multiprocess", "dask"]
+
+
+class ExecutionConfig(_Section):
+    """How the nightly job runs (docs/scaling.md). `shards` > 1 splits each day's files into that
+    many shard steps, which write their rows under `shard_root` (a folder or an `s3://` URL;
+    unset: `<warehouse folder>/shards`) for one merge step; `executor` runs the steps in this
+    process, in a process each, or on the Dask cluster at `dask_scheduler`."""
+
+    shards: int = Field(default=1, ge=1, le=1024, strict=True)
+    shard_root: str | None = Field(default=None, min_length=1)
+    executor: Executor = "in_process"
+    dask_scheduler: str | None = Field(default=None, pattern=r"^(tcp|tls|inproc|ucx)://.+")
+
+    @model_validator(mode="after")
+    def _dask_needs_a_scheduler(self) -> ExecutionConfig:
+        if self.executor == "dask" and self.dask_scheduler is None:
+            raise ValueError('executor "dask" needs dask_scheduler = "tcp://HOST:PORT"')
+        if self.executor != "dask" and self.dask_scheduler is not None:
+            raise ValueError(
+                f'dask_scheduler is used only with executor "dask", not {self.executor!r}'
+            )
+        return self
+
+
 class PipelineConfig(_Section):
     """The whole file. Metric names are stored in their canonical spelling (`ndcg@10`)."""
 
@@ -260,6 +285,7 @@ class PipelineConfig(_Section):
     comparison: ComparisonConfig = Field(default_factory=ComparisonConfig)
     click_labels: ClickLabelsConfig = Field(default_factory=ClickLabelsConfig)
     trace_format: TraceFormatConfig = Field(default_factory=TraceFormatConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -351,6 +377,7 @@ _SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
     ("comparison",): ComparisonConfig,
     ("click_labels",): ClickLabelsConfig,
     ("trace_format",): TraceFormatConfig,
+    ("execution",): ExecutionConfig,
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 

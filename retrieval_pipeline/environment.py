@@ -26,6 +26,7 @@ STORE_RETRIEVED_IDS = "RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS"
 START_DATE = "RETRIEVAL_PIPELINE_START_DATE"
 LIVE_INTERVAL = "RETRIEVAL_PIPELINE_LIVE_INTERVAL"
 DUCKDB_MEMORY_LIMIT = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
+DUCKDB_THREADS = "RETRIEVAL_PIPELINE_DUCKDB_THREADS"
 MAX_LINE_BYTES = "RETRIEVAL_PIPELINE_MAX_LINE_BYTES"
 PHOENIX_ENDPOINT = "RETRIEVAL_PIPELINE_PHOENIX_ENDPOINT"
 PHOENIX_PROJECT = "RETRIEVAL_PIPELINE_PHOENIX_PROJECT"
@@ -90,8 +91,9 @@ def _text(name: str, environ: Mapping[str, str] | None) -> str | None:
 def memory_limit(
     environ: Mapping[str, str] | None = None, default: str = DEFAULT_MEMORY_LIMIT
 ) -> str:
-    """DuckDB's memory_limit for the warehouse and `evaluate`:
-    $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT (e.g. `4GB`, `2GiB`, `50%`), else `default`."""
+    """DuckDB's memory_limit for the warehouse and `evaluate` as given:
+    $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT (e.g. `4GB`, `2GiB`, `50%`), else `default` (the
+    limit chosen with the threads, `resources_budget`, when it is empty)."""
     text = _text(DUCKDB_MEMORY_LIMIT, environ)
     if text is None:
         return default
@@ -206,3 +208,19 @@ def phoenix_project(environ: Mapping[str, str] | None = None) -> str | None:
     """The Phoenix project whose spans are the traces: $RETRIEVAL_PIPELINE_PHOENIX_PROJECT; None
     when unset."""
     return _text(PHOENIX_PROJECT, environ)
+
+
+# More DuckDB threads than this is a typo: no machine the pipeline runs on has that many cores.
+MAX_DUCKDB_THREADS = 4096
+
+
+def duckdb_threads(environ: Mapping[str, str] | None = None) -> int | None:
+    """DuckDB's threads as given: $RETRIEVAL_PIPELINE_DUCKDB_THREADS, a whole number from 1; None
+    when unset (chosen with the memory limit, `resources_budget`)."""
+    text = _text(DUCKDB_THREADS, environ)
+    if text is None:
+        return None
+    words = f"must be a whole number of threads from 1 to {MAX_DUCKDB_THREADS}"
+    if not re.fullmatch(r"[0-9]+", text) or not 1 <= int(text) <= MAX_DUCKDB_THREADS:
+        raise EnvironmentValueError(DUCKDB_THREADS, text, words)
+    return int(text)

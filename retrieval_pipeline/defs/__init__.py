@@ -16,10 +16,13 @@ from pathlib import Path
 import dagster as dg
 
 from retrieval_pipeline import environment
-from retrieval_pipeline.config import config_path, load_config
+from retrieval_pipeline.config import ExecutionConfig, config_path, load_config
 from retrieval_pipeline.defs import live
 from retrieval_pipeline.defs.ab import assets as ab
-from retrieval_pipeline.defs.executor import in_process_freeing_dead_slots
+from retrieval_pipeline.defs.executor import (
+    in_process_freeing_dead_slots,
+    multiprocess_freeing_dead_slots,
+)
 from retrieval_pipeline.defs.nightly import assets, checks, click_labels, gate, judgments
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
@@ -36,7 +39,7 @@ from retrieval_pipeline.defs.resources import (
     store_retrieved_ids,
 )
 from retrieval_pipeline.defs.schedules import nightly_job, nightly_schedule
-from retrieval_pipeline.warehouse.connection import memory_limit
+from retrieval_pipeline.warehouse.connection import duckdb_budget
 
 ASSETS = [
     assets.traces,
@@ -48,6 +51,36 @@ ASSETS = [
     assets.regression_report,
     gate.deploy_gate,
 ]
+
+
+SHARDED = frozenset({"traces", "labels", "query_metrics"})
+
+
+def nightly_assets(execution: ExecutionConfig) -> list[dg.AssetsDefinition]:
+    """The nightly's assets: as they are, or with `traces`, `labels` and `query_metrics` made
+    one sharded asset of the same keys (`[execution] shards`, docs/scaling.md)."""
+    if execution.shards == 1:
+        return list(ASSETS)
+    from retrieval_pipeline.defs.nightly.shards import sharded_day
+
+    kept = [a for a in ASSETS if not {k.to_user_string() for k in a.keys} & SHARDED]
+    return [sharded_day(execution.shards), *kept]
+
+
+def nightly_executor(execution: ExecutionConfig) -> dg.ExecutorDefinition:
+    """The executor `[execution] executor` names, each first freeing the pool slots of runs
+    killed outright (defs/executor.py)."""
+    if execution.executor == "multiprocess":
+        # a fork server that has imported the definitions once: a spawned process per step
+        # would import Dagster, pandas and SciPy again each time (about 2x the run's wall time)
+        preloaded = {"forkserver": {"preload_modules": ["retrieval_pipeline.defs"]}}
+        return multiprocess_freeing_dead_slots.configured({"start_method": preloaded})
+    if execution.executor == "dask":
+        from retrieval_pipeline.defs.dask import dask_executor
+
+        address = {"existing": {"address": execution.dask_scheduler}}
+        return dask_executor.configured({"cluster": address})
+    return in_process_freeing_dead_slots
 
 
 def _env_or(name: str, default: str) -> str | dg.EnvVar:
@@ -63,9 +96,15 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
     defaults); raises `config.ConfigError` naming the key when the file is invalid."""
     path = config_path(config)
     loaded = load_config(path)  # validate now, not at the first run
+    duckdb_budget()  # a bad RETRIEVAL_PIPELINE_DUCKDB_* variable fails here too, named
     optional = [click_labels.click_labels] if loaded.click_labels.enabled else []
     return dg.Definitions(
-        assets=[*ASSETS, ab.variant_comparison, live.live_retrieval_metrics, *optional],
+        assets=[
+            *nightly_assets(loaded.execution),
+            ab.variant_comparison,
+            live.live_retrieval_metrics,
+            *optional,
+        ],
         asset_checks=[*checks.ALL_CHECKS, ab.variant_comparison_flag, live.live_sustained_drop],
         jobs=[nightly_job],
         schedules=[nightly_schedule],
@@ -84,7 +123,6 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
             ),
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),
-                connection_config={"memory_limit": memory_limit()},
                 store_retrieved_ids=store_retrieved_ids(),
             ),
             "settings": PipelineSettingsResource(
@@ -93,9 +131,10 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
                 approvals_dir=_env_or_none(APPROVALS_ENV),
             ),
         },
-        # DuckDB takes one writer per file: steps run one after another in the run's process,
-        # and a run first frees the pool slots of runs killed outright (see defs/executor.py).
-        executor=in_process_freeing_dead_slots,
+        # DuckDB takes one writer per file: by default steps run one after another in the run's
+        # process; with shards, the steps that open the warehouse are in the `duckdb` pool. A run
+        # first frees the pool slots of runs killed outright (see defs/executor.py).
+        executor=nightly_executor(loaded.execution),
     )
 
 

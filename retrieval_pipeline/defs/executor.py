@@ -146,6 +146,22 @@ def in_process_freeing_dead_slots(init_context: dg.InitExecutorContext) -> dg.Ex
     return _FreeingExecutor(create(init_context))
 
 
+_MULTIPROCESS = dg.multiprocess_executor
+
+
+@dg.executor(
+    name="multiprocess",
+    config_schema=_MULTIPROCESS.config_schema.as_field(),
+    requirements=dg.multiple_process_executor_requirements(),
+)
+def multiprocess_freeing_dead_slots(init_context: dg.InitExecutorContext) -> dg.Executor:
+    """Dagster's multiprocess executor (a process per step: the shards of a day run at once),
+    freeing first the slots of runs whose process died."""
+    create = _MULTIPROCESS.executor_creation_fn
+    assert create is not None
+    return _FreeingExecutor(create(init_context))
+
+
 def main() -> int:
     """Free the slots of dead runs in the instance at $DAGSTER_HOME and say which."""
     if not os.environ.get("DAGSTER_HOME"):

@@ -21,7 +21,7 @@ daily_partitions = dg.DailyPartitionsDefinition(start_date=start_date(), timezon
 
 
 def partition_days(
-    context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
+    context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext | dg.OpExecutionContext,
 ) -> tuple[date, date]:
     """First and last day (inclusive) of the run's partition or partition range."""
     window = context.partition_time_window

@@ -17,7 +17,11 @@ from retrieval_pipeline.ingest.phoenix import PhoenixStore
 from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.ingest.stores import open_store
 from retrieval_pipeline.store import TraceStore
-from retrieval_pipeline.warehouse.connection import UnreadableDatabaseError, connect
+from retrieval_pipeline.warehouse.connection import (
+    UnreadableDatabaseError,
+    connect,
+    duckdb_config,
+)
 
 DB_ENV = "RETRIEVAL_PIPELINE_DB"
 STORE_ENV = "RETRIEVAL_PIPELINE_STORE"
@@ -97,10 +101,10 @@ class WarehouseResource(DuckDBResource):
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self._ensure_folder()
+        # DuckDB's threads and memory limit from the budget unless the resource sets them
+        config = {**duckdb_config(), **self.connection_config}
         try:
-            conn = _retrying_lock(
-                lambda: connect(self.database, self.connection_config, self.compact_strings)
-            )
+            conn = _retrying_lock(lambda: connect(self.database, config, self.compact_strings))
         except UnreadableDatabaseError as exc:
             raise dg.Failure(description=str(exc)) from exc
         try:

@@ -1,9 +1,11 @@
 """Span exports (files found by content, or a Phoenix day) as raw pieces for ingestion.
 
 A span export holds many spans on one line, where the rest of ingestion counts on a record's
-file and line naming it alone (repeated trace ids are found and reported by them). So each line
-of an export is a file of its own to ingestion, named `<file> line <n>`, and each record on it a
-line of that file, numbered in the order written; a quarantined span's reason names its span id.
+file order and line naming it alone (repeated trace ids are found and reported by them). So the
+records of an export keep the export's own file order (its place in the day, as any file's, so a
+shard of a day orders them as the whole day does) and are numbered in the order written across
+the export, each named by its line: `<file> line <n>:<record>`; a quarantined span's reason names
+its span id.
 Only the records of one stage are kept (`SpanReading.stage`); spans of other kinds and the
 records of other stages are counted as skipped.
 """
@@ -11,7 +13,7 @@ records of other stages are counted as skipped.
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,26 +40,21 @@ class SpanReading:
         return SpanConverter(self.trace_format)
 
 
-def span_file_pieces(
-    path: Path, first_order: int, reading: SpanReading
-) -> Generator[RawPiece, None, int]:
-    """Raw records of one OTLP/JSON export, a piece at a time; returns the next file order free
-    (each line of the export takes one)."""
+def span_file_pieces(path: Path, order: int, reading: SpanReading) -> Iterator[RawPiece]:
+    """Raw records of one OTLP/JSON export (file order `order`), a piece at a time."""
     converter = reading.converter()
-    return (yield from span_pieces(converter.convert_file(path), converter, first_order, reading))
+    yield from span_pieces(converter.convert_file(path), converter, order, reading)
 
 
 def span_pieces(
-    rows: Iterable[SpanRow], converter: SpanConverter, first_order: int, reading: SpanReading
-) -> Generator[RawPiece, None, int]:
-    """`rows` (of one source, read by `converter`) as raw pieces; returns the next file order."""
+    rows: Iterable[SpanRow], converter: SpanConverter, order: int, reading: SpanReading
+) -> Generator[RawPiece, None, None]:
+    """`rows` (of one source, read by `converter`) as raw pieces, every record with file order
+    `order` and numbered across the source."""
     batch: list[tuple[str, int, int, str, str | None]] = []
-    order, place, current = first_order - 1, 0, None
+    place = 0
     kept, last_kept = 0, None  # spans with a record kept (a span's records come together)
     for row in rows:
-        where = (row.source_file, row.source_line)
-        if where != current:
-            order, place, current = order + 1, 0, where
         name = f"{row.source_file} line {row.source_line}"
         if row.error is not None:
             raw = json.dumps({"spanId": row.span_id}) if row.span_id else ""
@@ -66,15 +63,14 @@ def span_pieces(
         elif row.stage == reading.stage:
             place += 1
             batch.append((name, order, place, row.record or "", None))
-            if (order, row.span_id) != last_kept:
-                kept, last_kept = kept + 1, (order, row.span_id)
+            if (row.source_line, row.span_id) != last_kept:
+                kept, last_kept = kept + 1, (row.source_line, row.span_id)
         if len(batch) >= ROWS_PER_PIECE:
             yield _piece(batch, 0)
             batch = []
     # every span read that left no row: another kind, or all its records of other stages
     counts = converter.counts
     yield _piece(batch, counts.read - counts.quarantined - kept)
-    return order + 1
 
 
 def _piece(rows: list[tuple[str, int, int, str, str | None]], skipped: int) -> RawPiece:

@@ -1,5 +1,5 @@
 """Opening the warehouse: the DuckDB file attached with the warehouse's row groups, a UTC session,
-the tables and macros of sql/, a migration for older files, and the memory limit.
+the tables and macros of sql/, a migration for older files, and the threads and memory limit.
 
 Knows nothing of Dagster: the pipeline's assets and the `evaluate` command open the same
 connections. Opening a warehouse also removes what an interrupted ingestion left
@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from retrieval_pipeline import environment
+from retrieval_pipeline import resources_budget
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
 from retrieval_pipeline.warehouse.session import transaction
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -35,19 +35,30 @@ _UNREADABLE_FILE_ERRORS = (
 )
 
 
-# DuckDB's memory_limit for the warehouse and for `evaluate` (e.g. "4GB"). DuckDB's own default,
-# 80% of RAM, lets its cache of the blocks a run has read or written grow with every day of a
-# backfill; beyond the limit it spills to disk. 512MB bounds a large partition's peak for a little
-# time against 1GB (bench/README.md measures both).
-MEMORY_LIMIT_ENV = environment.DUCKDB_MEMORY_LIMIT
-DEFAULT_MEMORY_LIMIT = "512MB"
+# DuckDB's threads and memory_limit for the warehouse and for `evaluate`, chosen together so that
+# no core count runs out of memory (`resources_budget`: 128 MiB a thread, at least 512 MiB, within
+# half the machine's memory; $RETRIEVAL_PIPELINE_DUCKDB_THREADS and
+# $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT override either side). DuckDB's own defaults, a thread per
+# core and 80% of RAM, failed on 16 cores under a fixed 512MB (docs/scaling.md), and let its block
+# cache grow with every day of a backfill.
+MEMORY_LIMIT_ENV = resources_budget.MEMORY_LIMIT_ENV
+THREADS_ENV = resources_budget.THREADS_ENV
+
+
+def duckdb_budget(share: int = 1) -> resources_budget.DuckDBBudget:
+    """This process's DuckDB threads and memory limit, when `share` processes run at once on this
+    machine (the shards of a day); raises `resources_budget.BudgetError` naming a bad variable."""
+    return resources_budget.from_environment(share=share)
+
+
+def duckdb_config(share: int = 1) -> dict[str, object]:
+    """`duckdb_budget(share)` as the `config` that `connect` takes."""
+    return duckdb_budget(share).config()
 
 
 def memory_limit() -> str:
-    """DuckDB's memory_limit: $RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT, else DEFAULT_MEMORY_LIMIT;
-    a value DuckDB would misread (`-1GB` is no limit to it) or refuse is an error naming the
-    variable (`environment.memory_limit`)."""
-    return environment.memory_limit(default=DEFAULT_MEMORY_LIMIT)
+    """DuckDB's memory_limit for this process (`duckdb_budget`)."""
+    return duckdb_budget().memory_limit
 
 
 # Rows per row group of the warehouse's tables. DuckDB scans a table a row group per thread: at its

@@ -31,7 +31,7 @@ from retrieval_pipeline.metrics import (
     with_residuals,
 )
 from retrieval_pipeline.reports.per_query import write_batches
-from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
+from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
 from retrieval_pipeline.warehouse.corpus import CorpusLoad, load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
 from retrieval_pipeline.warehouse.judgments import (
@@ -122,7 +122,7 @@ def run_evaluation(
     # an in-memory database holds every table (bench/README.md)
     with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-evaluate-") as folder:
         database = Path(folder) / "evaluation.duckdb"
-        conn = connect(database, {"memory_limit": memory_limit()}, scratch=True)
+        conn = connect(database, duckdb_config(), scratch=True)
         try:
             judged = load_judgments(conn, judgments, settings)
             run = _evaluate_in(

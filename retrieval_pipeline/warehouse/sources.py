@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
@@ -30,7 +31,19 @@ from retrieval_pipeline.store import DayBatches
 from retrieval_pipeline.warehouse.connection import set_time_zone
 from retrieval_pipeline.warehouse.validation import RowsOfFile, rows_as_raw, rows_of_files_as_raw
 
-TraceSource: TypeAlias = Sequence[Path | str] | pd.DataFrame | pa.Table | PhoenixDay | DayBatches
+
+@dataclass(frozen=True)
+class NumberedFiles:
+    """Trace files with the place each has in its whole day's listing (`file_order`): a shard's
+    share of a day, whose records are then ordered, and their repeats named, as in the ingestion
+    of the whole day (docs/scaling.md)."""
+
+    files: tuple[tuple[int, Path], ...]
+
+
+TraceSource: TypeAlias = (
+    Sequence[Path | str] | NumberedFiles | pd.DataFrame | pa.Table | PhoenixDay | DayBatches
+)
 
 # Rows of a Parquet file or an Arrow table validated at once (JSON lines go by
 # ingest.jsonl.PIECE_BYTES): the unit that keeps ingestion's memory flat in the size of a day.
@@ -52,8 +65,12 @@ def raw_record_pieces(
         return 1, phoenix_pieces(source, spans)
     if isinstance(source, DayBatches):
         return 1, _batch_pieces(conn, source)
+    max_line_bytes = environment.max_line_bytes()
+    if isinstance(source, NumberedFiles):
+        numbered = [(order, file) for order, path in source.files for file in discover([path])]
+        return len(numbered), _file_pieces(conn, numbered, spans, max_line_bytes)
     files = discover(source)
-    return len(files), _file_pieces(conn, files, spans, environment.max_line_bytes())
+    return len(files), _file_pieces(conn, list(enumerate(files)), spans, max_line_bytes)
 
 
 def read_ahead(pieces: Iterator[RawPiece]) -> Iterator[RawPiece]:
@@ -111,11 +128,12 @@ def _batch_pieces(conn: duckdb.DuckDBPyConnection, source: DayBatches) -> Iterat
 
 def _file_pieces(
     conn: duckdb.DuckDBPyConnection,
-    files: Sequence[TraceFile],
+    files: Sequence[tuple[int, TraceFile]],
     spans: SpanReading,
     max_line_bytes: int,
 ) -> Iterator[RawPiece]:
-    """Every file's pieces, the small ones of consecutive files joined (`coalesced`)."""
+    """Every file's pieces (each file with its file order), the small ones of consecutive files
+    joined (`coalesced`)."""
     # the piece size read when called, as the readers read it (tests set it small)
     pieces = _each_file_pieces(conn, files, spans, max_line_bytes)
     return coalesced(pieces, ROWS_PER_PIECE, jsonl.PIECE_BYTES)
@@ -123,31 +141,29 @@ def _file_pieces(
 
 def _each_file_pieces(
     conn: duckdb.DuckDBPyConnection,
-    files: Sequence[TraceFile],
+    files: Sequence[tuple[int, TraceFile]],
     spans: SpanReading,
     max_line_bytes: int,
 ) -> Iterator[RawPiece]:
-    """Each file's pieces; consecutive small Parquet files of one schema are made raw records
-    together (`rows_of_files_as_raw`), so that their typing is one statement, not one each. A
-    span export takes a file order per line (`ingest.span_pieces`), every other file one."""
+    """Each file's pieces, with the file order given beside it; consecutive small Parquet files
+    of one schema are made raw records together (`rows_of_files_as_raw`), so that their typing
+    is one statement, not one each."""
     with _converter(conn) as converter:
         held: list[RowsOfFile] = []  # small Parquet files not yet made raw records
         held_rows = 0
-        order = 0
-        for trace_file in files:
+        for order, trace_file in files:
             if trace_file.kind in ("jsonl", "otlp") and held:
                 yield rows_of_files_as_raw(converter, held)
                 held, held_rows = [], 0
             if trace_file.kind == "otlp":
                 assert isinstance(trace_file.path, Path)  # span exports are local files
                 try:
-                    order = yield from span_file_pieces(trace_file.path, order, spans)
+                    yield from span_file_pieces(trace_file.path, order, spans)
                 except SpanFileError as exc:
                     raise TraceFileError(str(exc)) from exc
                 continue
             if trace_file.kind == "jsonl":
                 yield from jsonl_file_pieces(trace_file.path, order, None, max_line_bytes)
-                order += 1
                 continue
             file_pieces = parquet_pieces(trace_file.path, ROWS_PER_PIECE)
             while True:
@@ -169,7 +185,6 @@ def _each_file_pieces(
                     held, held_rows = [], 0
                 held.append((rows, trace_file.name, order, first_row))
                 held_rows += rows.num_rows
-            order += 1
         if held:
             yield rows_of_files_as_raw(converter, held)
 

@@ -117,7 +117,7 @@ def _rows_as_json(conn: duckdb.DuckDBPyConnection, numbered: pa.Table) -> pa.Tab
 
 def _records_without_text(numbered: pa.Table) -> pa.Table:
     """The raw records of `numbered`'s rows with a null raw_record, for a piece whose text is
-    written where it is read (`_raw_records`)."""
+    written where it is read (`raw_records`)."""
     count = numbered.num_rows
     return pa.table(
         [
@@ -132,7 +132,7 @@ def _records_without_text(numbered: pa.Table) -> pa.Table:
 
 
 @contextmanager
-def _raw_records(conn: duckdb.DuckDBPyConnection, piece: RawPiece) -> Iterator[None]:
+def raw_records(conn: duckdb.DuckDBPyConnection, piece: RawPiece) -> Iterator[None]:
     """The piece's raw records as `raw_records` for the block: its table, or, for rows whose text
     is written where it is read, a view of them (sql/stg_rows_as_json.sql). DuckDB then writes
     the text of the rows a statement reads: none for a plain piece without a repeated trace_id
@@ -210,7 +210,7 @@ def stage_records(
     Its typed fields come from the plain lane (sql/stg_plain_trace_fields.sql) when every record
     is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
     and names what is wrong with it: both give the same rows for a plain piece."""
-    with _raw_records(conn, piece):
+    with raw_records(conn, piece):
         staged = _plain_lane(conn, piece, partition_date)
         if staged is None:
             staged = _trace_records(conn, "stg_trace_fields", partition_date)

@@ -142,19 +142,31 @@ def test_dagster_home_limits_the_duckdb_pool_to_one() -> None:
     assert settings["telemetry"] == {"enabled": False}
 
 
-def test_the_warehouse_memory_limit_is_512mb_unless_set(
+def test_the_warehouse_threads_and_memory_limit_follow_the_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def limit() -> str:
+    def settings() -> tuple[str, str]:
         monkeypatch.setenv(DB_ENV, str(tmp_path / "w.duckdb"))
         with defs_warehouse() as conn:
-            row = conn.execute("select current_setting('memory_limit')").fetchone()
-        return str(row[0] if row else "")
+            row = conn.execute(
+                "select current_setting('threads')::varchar, current_setting('memory_limit')"
+            ).fetchone()
+        return (str(row[0]), str(row[1])) if row else ("", "")
 
     monkeypatch.delenv(connection.MEMORY_LIMIT_ENV, raising=False)
-    assert limit() == "488.2 MiB"  # DuckDB's words for 512MB = 512 * 10^6 bytes
+    monkeypatch.delenv(connection.THREADS_ENV, raising=False)
+    threads = connection.duckdb_budget().threads
+    # 128 MiB a thread, at least 512 MiB (resources_budget; 2 cores here: 512 MiB)
+    words = duckdb.connect()
+    words.execute("set memory_limit = $limit", {"limit": f"{max(512, 128 * threads)}MiB"})
+    assert settings() == (
+        str(threads),
+        words.sql("select current_setting('memory_limit')").fetchall()[0][0],
+    )
+    monkeypatch.setenv(connection.THREADS_ENV, "16")
+    assert settings() == ("16", "2.0 GiB")  # 16 x 128 MiB
     monkeypatch.setenv(connection.MEMORY_LIMIT_ENV, "3GB")
-    assert limit() == "2.7 GiB"  # 3 * 10^9 bytes
+    assert settings() == ("16", "2.7 GiB")  # both given: as given; 3 * 10^9 bytes
 
 
 def test_the_warehouse_has_row_groups_of_16k_rows(

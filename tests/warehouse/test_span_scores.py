@@ -117,7 +117,8 @@ def test_a_bad_span_is_quarantined_with_its_file_line_and_span(tmp_path: Path) -
     lines[1] = json.dumps(broken)
     run = run_evaluation([write(tmp_path / "spans.jsonl", lines)], METRICS)
     (row,) = run.quarantine.itertuples()
-    assert (row.source_file, row.source_line) == (f"{tmp_path / 'spans.jsonl'} line 2", 1)
+    # named by its export line; numbered among the export's records (the first line holds one)
+    assert (row.source_file, row.source_line) == (f"{tmp_path / 'spans.jsonl'} line 2", 2)
     assert (
         row.reason == f"span {records[1]['trace_id']}: metadata is a string that is not valid JSON"
     )

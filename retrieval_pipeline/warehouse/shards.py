@@ -1,0 +1,346 @@
+"""A sharded day: each shard scored in a private database, then merged into the warehouse exactly.
+
+A shard (`run_shard`) validates, labels and scores its files with the same functions and SQL as
+the nightly's single process, in a scratch DuckDB file of its own (never the warehouse: DuckDB
+allows one writer per file), and writes the warehouse's rows of its files as Parquet, with its
+valid trace ids and its partial aggregates, manifest last. The merge (`merge_shards`) quarantines
+the valid records whose trace_id another shard holds earlier, as one process would, and replaces
+the day in `traces`, `quarantine`, `labels` and `query_metrics` in one transaction: the warehouse
+then holds one process's rows, and every later step reads them unchanged (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from retrieval_pipeline.ingest.span_pieces import SpanReading
+from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
+from retrieval_pipeline.shards import MANIFEST, DayFile, filesystem
+from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
+from retrieval_pipeline.warehouse.corpus import load_corpus
+from retrieval_pipeline.warehouse.ingestion import ingest_traces
+from retrieval_pipeline.warehouse.judgments import load_judgments
+from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
+from retrieval_pipeline.warehouse.session import registered, transaction
+from retrieval_pipeline.warehouse.sources import NumberedFiles, raw_record_pieces
+from retrieval_pipeline.warehouse.sql import load_sql
+from retrieval_pipeline.warehouse.steps import (
+    LabelCounts,
+    MetricCounts,
+    build_labels,
+    compute_query_metrics,
+)
+from retrieval_pipeline.warehouse.validation import raw_records
+
+# The warehouse tables a shard writes, whole for its day.
+ROW_TABLES = ("traces", "quarantine", "labels", "query_metrics")
+# Its other outputs: the statement of each.
+SUMMARY_STATEMENTS = {
+    "segment_partials": "agg_shard_partials",
+    "query_partials": "agg_shard_query_partials",
+}
+BATCH_ROWS = 65_536
+
+
+class ShardOutputError(RuntimeError):
+    """A shard's output is missing or does not add up; the message names the shard."""
+
+
+@dataclass(frozen=True)
+class MergedDay:
+    """What a merge wrote for a day: the shards' counts less the records repeated across them."""
+
+    day: date
+    shards: int
+    shards_with_files: int
+    files: int
+    read: int
+    valid: int
+    quarantined: int
+    repeated_across_shards: int
+
+
+def export_judgments(conn: duckdb.DuckDBPyConnection, root: str, run_id: str) -> str | None:
+    """The warehouse's judgments written as one Parquet judgments file under the run's folder of
+    the shard root (a path or an `s3://` URL), for every shard to load; None when there are
+    none. The shards then label their traces with what a single process would, whatever the
+    store's `judgments/` holds now."""
+    table = conn.sql(load_sql("rpt_judgments_export")).to_arrow_table()
+    if table.num_rows == 0:
+        return None
+    fs, base = filesystem(root)
+    folder = f"{base.rstrip('/')}/run={run_id}"
+    fs.create_dir(folder, recursive=True)
+    pq.write_table(table, f"{folder}/judgments.parquet", filesystem=fs)
+    return f"{root.rstrip('/')}/run={run_id}/judgments.parquet"
+
+
+def run_shard(
+    files: Sequence[DayFile],
+    day: date,
+    corpus: Path | None,
+    metrics: Sequence[Metric],
+    gain: Gain,
+    relevance_level: float,
+    folder: str,
+    shard: int,
+    share: int = 1,
+    *,
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
+    spans: SpanReading | None = None,
+    judgments: Sequence[str | Path] = (),
+) -> dict[str, object]:
+    """Score shard `shard`'s `files` of `day` and write its outputs under `folder` (a path or an
+    `s3://` URL); returns its manifest. `share`: shards running at once on this machine. The
+    rest as the single-process steps take them: the scoring options, how span exports are read,
+    and the store's judgments (loaded into the shard's own database, as the `judgments` asset
+    loads them into the warehouse)."""
+    numbered = NumberedFiles(tuple((f.order, Path(f.path)) for f in files))
+    with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-shard-") as scratch:
+        conn = connect(Path(scratch) / "shard.duckdb", duckdb_config(share), scratch=True)
+        try:
+            load_judgments(conn, judgments)
+            ingest = ingest_traces(
+                conn, numbered, partition_date=day, keep_retrieved_ids=False, spans=spans
+            )
+            documents = load_corpus(conn, corpus).documents
+            labels = build_labels(conn, day, day, use_corpus=documents > 0)
+            compute_query_metrics(
+                conn,
+                metrics,
+                day,
+                day,
+                gain,
+                relevance_level,
+                gmax=gmax,
+                judged_only=judged_only,
+            )
+            fs, base = filesystem(folder)
+            fs.create_dir(base, recursive=True)
+            rows = _write_outputs(conn, fs, base, day, shard, files)
+        finally:
+            close_scratch(conn)
+    manifest: dict[str, object] = {
+        "day": day.isoformat(),
+        "shard": shard,
+        "folder": folder,
+        "files": [f.path for f in files],
+        "read": ingest.read,
+        "valid": ingest.valid,
+        "quarantined": ingest.quarantined,
+        "labels": labels.labels,
+        "stale_labels": labels.stale,
+        "rows": rows,
+    }
+    with fs.open_output_stream(f"{base}/{MANIFEST}") as out:  # last: the shard is complete
+        out.write(json.dumps(manifest, indent=2).encode())
+    return manifest
+
+
+def _write_outputs(
+    conn: duckdb.DuckDBPyConnection,
+    fs: pafs.FileSystem,
+    base: str,
+    day: date,
+    shard: int,
+    files: Sequence[DayFile],
+) -> dict[str, int]:
+    """Write the shard's Parquet files; returns each one's rows."""
+    orders = pa.table(
+        {"source_file": [f.path for f in files], "file_order": [f.order for f in files]},
+        schema=pa.schema([("source_file", pa.string()), ("file_order", pa.int32())]),
+    )
+    rows = {}
+    for table in ROW_TABLES:  # the day's rows, each with its shard
+        conn.complete()  # DuckDB 2.0: the result before must be finished first
+        relation = conn.table(table).filter(
+            duckdb.ColumnExpression("partition_date") == duckdb.ConstantExpression(day)
+        )
+        relation = relation.select(
+            duckdb.StarExpression(), duckdb.ConstantExpression(shard).alias("shard")
+        )
+        rows[table] = _write_parquet(relation, fs, f"{base}/{table}.parquet")
+    conn.complete()
+    with registered(conn, "shard_files", orders):
+        valid_ids = conn.sql(
+            "select $shard as shard, traces.trace_id, shard_files.file_order,"
+            " traces.source_file, traces.source_line"
+            " from traces inner join shard_files using (source_file)"
+            " where traces.partition_date = $day",
+            params={"shard": shard, "day": day},
+        )
+        rows["valid_ids"] = _write_parquet(valid_ids, fs, f"{base}/valid_ids.parquet")
+    for name, statement in SUMMARY_STATEMENTS.items():
+        conn.complete()
+        summary = conn.sql(load_sql(statement), params={"day": day})
+        rows[name] = _write_parquet(summary, fs, f"{base}/{name}.parquet")
+    return rows
+
+
+def _write_parquet(result: duckdb.DuckDBPyRelation, fs: pafs.FileSystem, path: str) -> int:
+    """Stream a result's rows into one Parquet file (its schema even when it has none)."""
+    reader = result.to_arrow_reader(BATCH_ROWS)
+    assert reader is not None  # a statement that returns rows
+    count = 0
+    with fs.open_output_stream(path) as out, pq.ParquetWriter(out, reader.schema) as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+            count += batch.num_rows
+    return count
+
+
+@contextmanager
+def _local_copies(folders: Sequence[str]) -> Iterator[list[Path]]:
+    """Each shard folder as a local folder DuckDB can read: itself, or a downloaded copy."""
+    if all(not folder.startswith("s3://") for folder in folders):
+        yield [Path(filesystem(folder)[1]) for folder in folders]
+        return
+    with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-merge-") as scratch:
+        local = []
+        for number, folder in enumerate(folders):
+            fs, base = filesystem(folder)
+            target = Path(scratch) / str(number)
+            target.mkdir()
+            pafs.copy_files(base, str(target), source_filesystem=fs)
+            local.append(target)
+        yield local
+
+
+def read_manifest(folder: str) -> dict[str, object]:
+    """A shard's manifest; `ShardOutputError` when it is missing (the shard did not finish)."""
+    fs, base = filesystem(folder)
+    try:
+        with fs.open_input_stream(f"{base}/{MANIFEST}") as source:
+            return dict(json.loads(source.read().decode()))
+    except (OSError, ValueError) as exc:
+        raise ShardOutputError(f"{folder}: no readable shard manifest ({exc})") from exc
+
+
+def merge_shards(
+    conn: duckdb.DuckDBPyConnection, day: date, manifests: Sequence[dict[str, object]]
+) -> MergedDay:
+    """Replace `day` in the warehouse with the shards' rows, exactly as one process writes it."""
+    folders = [str(manifest["folder"]) for manifest in manifests]
+    for folder, manifest in zip(folders, manifests, strict=True):
+        if read_manifest(folder) != manifest:
+            raise ShardOutputError(f"{folder}: its manifest is not the one this run's shard wrote")
+    with _local_copies(folders) as local:
+
+        def files(name: str) -> list[str]:
+            return [str(folder / f"{name}.parquet") for folder in local]
+
+        conn.execute(
+            "create or replace temp table shard_valid_ids as select *"
+            " from read_parquet($files, hive_partitioning = false)",
+            {"files": files("valid_ids")},
+        )
+        conn.execute(
+            "create or replace temp table shard_repeated as "
+            + load_sql("int_shard_repeated_trace_ids")
+        )
+        texts = _repeated_texts(conn)
+        with registered(conn, "shard_repeated_texts", texts), transaction(conn):
+            for table in ROW_TABLES:
+                delete_partitions(conn, table, [day])
+            for table in ("traces", "labels", "query_metrics"):
+                insert(conn, table, "stg_shard_rows", {"files": files(table)})
+            insert(
+                conn,
+                "quarantine",
+                "int_shard_quarantine",
+                {"day": day, "files": files("quarantine")},
+            )
+        _check_partials(conn, day, files("segment_partials"), files("query_metrics"))
+        ((repeated,),) = conn.execute("select count(*) from shard_repeated").fetchall()
+    conn.execute("drop table shard_valid_ids")
+    conn.execute("drop table shard_repeated")
+    read = sum(int(str(m["read"])) for m in manifests)
+    valid = sum(int(str(m["valid"])) for m in manifests) - int(repeated)
+    shard_files = [m["files"] for m in manifests]
+    return MergedDay(
+        day=day,
+        shards=len(manifests),
+        shards_with_files=sum(1 for f in shard_files if f),
+        files=sum(len(f) for f in shard_files if isinstance(f, list)),
+        read=read,
+        valid=valid,
+        quarantined=read - valid,
+        repeated_across_shards=int(repeated),
+    )
+
+
+def _repeated_texts(conn: duckdb.DuckDBPyConnection) -> pa.Table:
+    """The text of each record in `shard_repeated`, read again from its file with the same
+    reader as the ingestion (a valid record's text is not kept; these are few)."""
+    wanted = conn.execute(
+        "select file_order, source_file, list(source_line) from shard_repeated"
+        " group by file_order, source_file order by file_order"
+    ).fetchall()
+    found: list[pa.Table] = []
+    for order, source_file, lines in wanted:
+        _, pieces = raw_record_pieces(conn, NumberedFiles(((int(order), Path(source_file)),)))
+        for piece in pieces:
+            with raw_records(conn, piece):
+                found.append(
+                    conn.sql(
+                        "select file_order, source_line, raw_record from raw_records"
+                        " where list_contains($lines, source_line)",
+                        params={"lines": lines},
+                    ).to_arrow_table()
+                )
+    schema = pa.schema(
+        [("file_order", pa.int32()), ("source_line", pa.int64()), ("raw_record", pa.string())]
+    )
+    return pa.concat_tables([t.cast(schema) for t in found]) if found else schema.empty_table()
+
+
+def _check_partials(
+    conn: duckdb.DuckDBPyConnection, day: date, partials: list[str], metric_files: list[str]
+) -> None:
+    """The shards' partial aggregates, less the rows of the records repeated across shards, must
+    equal the merged rows' (counts exactly, sums to 1e-9 relative): else a shard's output is
+    incomplete or from another configuration, and the merge fails rather than skew a mean."""
+    mismatches = conn.execute(
+        load_sql("rpt_shard_partials_mismatches"),
+        {"partials": partials, "metric_files": metric_files, "day": day},
+    ).fetchall()
+    if mismatches:
+        where = ", ".join("/".join(map(str, row)) for row in mismatches[:5])
+        raise ShardOutputError(
+            f"{day.isoformat()}: the shards' partial aggregates do not add up to the merged rows"
+            f" for {where}: a shard's output is incomplete or from another configuration"
+        )
+
+
+def merged_counts(
+    conn: duckdb.DuckDBPyConnection, day: date, metric: Metric
+) -> tuple[LabelCounts, MetricCounts]:
+    """The labels and scored traces a merge left for `day`, counted as the single-process steps
+    count them (sql/agg_label_counts.sql, sql/agg_metric_counts.sql; `metric`: one of the day's)."""
+    params = {"start_date": day, "end_date": day}
+    ((labels, stale, with_stale),) = conn.execute(load_sql("agg_label_counts"), params).fetchall()
+    ((traces, annotated, no_relevant, by_judgments),) = conn.execute(
+        load_sql("agg_metric_counts"), params | {"metric": metric.name}
+    ).fetchall()
+    return (
+        LabelCounts(int(labels), int(stale), int(with_stale)),
+        MetricCounts(
+            traces=int(traces),
+            annotated=int(annotated),
+            unannotated=int(traces) - int(annotated),
+            no_relevant=int(no_relevant),
+            by_judgments=int(by_judgments),
+        ),
+    )

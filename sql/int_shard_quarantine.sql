@@ -1,0 +1,62 @@
+-- The quarantine rows of a sharded day as one process writes them: every shard's rows, a repeated
+-- trace_id's reason naming the trace_id's first valid record over all shards (a shard names its
+-- own first), and the valid records repeated across shards (`shard_repeated`,
+-- sql/int_shard_repeated_trace_ids.sql) with their text (`shard_repeated_texts`: file_order,
+-- source_line, raw_record). The reason's words are sql/stg_trace_records.sql's.
+-- Parameters: $day, $files (the shards' quarantine Parquet files).
+
+with
+
+first_valid as (
+    select
+        trace_id,
+        arg_min(source_file, struct_pack(file_order, source_line)) as first_file,
+        arg_min(source_line, struct_pack(file_order, source_line)) as first_line
+    from shard_valid_ids
+    group by trace_id
+),
+
+shard_rows as (
+    select
+        quarantined.partition_date,
+        quarantined.source_file,
+        quarantined.source_line,
+        quarantined.trace_id,
+        quarantined.field,
+        quarantined.raw_record,
+        case
+            when
+                quarantined.field = 'trace_id'
+                and starts_with(quarantined.reason, 'duplicate trace_id ')
+                and first_valid.trace_id is not null
+                then
+                    'duplicate trace_id ' || left(quarantined.trace_id, 80) || ' (first seen at '
+                    || first_valid.first_file || ' line ' || first_valid.first_line::varchar || ')'
+            else quarantined.reason
+        end as reason
+    from read_parquet($files, hive_partitioning = false) as quarantined
+    left join first_valid on quarantined.trace_id = first_valid.trace_id
+),
+
+repeated_rows as (
+    select
+        $day::date as partition_date,
+        repeated.source_file,
+        repeated.source_line,
+        repeated.trace_id,
+        'trace_id' as field,
+        rtrim(texts.raw_record, chr(10)) as raw_record,
+        'duplicate trace_id ' || left(repeated.trace_id, 80) || ' (first seen at '
+        || repeated.first_file || ' line ' || repeated.first_line::varchar || ')' as reason
+    from shard_repeated as repeated
+    inner join shard_repeated_texts as texts
+        on repeated.file_order = texts.file_order and repeated.source_line = texts.source_line
+),
+
+final as (
+    select * from shard_rows
+    union all
+    select * from repeated_rows
+)
+
+select * from final
