@@ -286,6 +286,8 @@ class PipelineConfig(_Section):
     click_labels: ClickLabelsConfig = Field(default_factory=ClickLabelsConfig)
     trace_format: TraceFormatConfig = Field(default_factory=TraceFormatConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    # The first daily partition (YYYY-MM-DD); unset: the trace store's earliest day.
+    start_date: date | None = None
 
     @field_validator("metrics", mode="before")
     @classmethod

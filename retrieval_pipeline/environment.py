@@ -30,9 +30,10 @@ DUCKDB_THREADS = "RETRIEVAL_PIPELINE_DUCKDB_THREADS"
 MAX_LINE_BYTES = "RETRIEVAL_PIPELINE_MAX_LINE_BYTES"
 PHOENIX_ENDPOINT = "RETRIEVAL_PIPELINE_PHOENIX_ENDPOINT"
 PHOENIX_PROJECT = "RETRIEVAL_PIPELINE_PHOENIX_PROJECT"
+# The folder of the nightly Prometheus textfile (reports.prometheus.metrics_path reads it).
+METRICS_DIR = "RETRIEVAL_PIPELINE_METRICS_DIR"
 
 DEFAULT_MEMORY_LIMIT = "512MB"
-DEFAULT_START_DATE = date(2026, 1, 1)
 DEFAULT_LIVE_INTERVAL_SECONDS = 300
 
 # A memory limit below this is a typo (1KB for 1GB): DuckDB cannot even open the warehouse in a
@@ -148,11 +149,12 @@ def store_retrieved_ids(environ: Mapping[str, str] | None = None) -> bool:
     raise EnvironmentValueError(STORE_RETRIEVED_IDS, text, "must be 1, true, yes, 0, false or no")
 
 
-def start_date(environ: Mapping[str, str] | None = None) -> date:
-    """The first daily partition: $RETRIEVAL_PIPELINE_START_DATE (YYYY-MM-DD), else 2026-01-01."""
+def start_date(environ: Mapping[str, str] | None = None) -> date | None:
+    """The first daily partition as given: $RETRIEVAL_PIPELINE_START_DATE (YYYY-MM-DD); None when
+    unset (the configuration's, else the store's earliest day: `defs.partitions`)."""
     text = _text(START_DATE, environ)
     if text is None:
-        return DEFAULT_START_DATE
+        return None
     words = (
         f"must be a date YYYY-MM-DD from {EARLIEST_START_DATE.isoformat()} to "
         f"{LATEST_START_DATE.isoformat()}"

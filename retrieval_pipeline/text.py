@@ -14,17 +14,24 @@ from collections.abc import Iterable, Sequence
 MISSING = "-"
 
 
+def finite(value: object) -> float | None:
+    """`value` as a finite float; None for None, a boolean, a non-number (pd.NA included), NaN or
+    an infinity: the one test of "is there a number to show or compare"."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        figure = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return figure if math.isfinite(figure) else None
+
+
 def number(value: object, digits: int = 3, signed: bool = False, percent: bool = False) -> str:
     """`value` with `digits` decimals (a sign when `signed`; `percent`: times 100 with one
     decimal and a `%`); MISSING for None, a boolean, a non-number, NaN or an infinity. Rounded
     first, so that -1e-17 reads 0.000 and not -0.000."""
-    if value is None or isinstance(value, bool):
-        return MISSING
-    try:
-        figure = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return MISSING
-    if not math.isfinite(figure):
+    figure = finite(value)
+    if figure is None:
         return MISSING
     if percent:
         figure, digits = figure * 100, 1

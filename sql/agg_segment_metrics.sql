@@ -4,8 +4,10 @@
 -- every metric in query_metrics (one row per metric) its mean over the annotated traces with a 95%
 -- confidence interval, its threshold and its status.
 --
--- Interval: normal approximation, mean +- 1.96 * sd / sqrt(n) with the sample standard deviation;
--- null when fewer than two traces were scored. Coverage: annotated / traces (null for no traces).
+-- Interval: Wilson's score interval on an effective sample size (sql/macros_intervals.sql,
+-- docs/intervals.md), which never leaves [0, 1]: Wilson's own for 0/1 values, n / phi traces for
+-- values between 0 and 1; null when no trace was scored. Coverage: annotated / traces (null for
+-- no traces).
 -- Thresholds come from the relation metric_thresholds (segment, metric, threshold, min_annotated),
 -- registered by the caller from the configuration: a row for the segment itself wins over the
 -- default row (segment null). Status, first match:
@@ -16,7 +18,8 @@
 --   fail          no mean where a verdict is due (min_annotated = 0 and no annotated trace);
 --   pass / fail   mean >= threshold / mean < threshold.
 -- A missing or NaN mean never passes. margin = mean - threshold (negative when failing).
--- Parameters: $start_date, $end_date (partitions, inclusive), $overall_segment.
+-- Parameters: $start_date, $end_date (partitions, inclusive), $overall_segment, $z (the
+-- interval's normal quantile, 1.96 for 95%).
 
 with
 
@@ -123,6 +126,20 @@ with_thresholds as (
             and grid.metric = default_rule.metric
 ),
 
+interval_means as (
+    select
+        *,
+        clamp_unit(mean) as unit_mean
+    from with_thresholds
+),
+
+interval_traces as (
+    select
+        *,
+        interval_effective_traces(n, unit_mean, sd) as effective_traces
+    from interval_means
+),
+
 final as (
     select
         partition_date,
@@ -137,8 +154,8 @@ final as (
         threshold,
         min_annotated,
         annotated_traces / nullif(traces, 0) as coverage,
-        if(n >= 2, mean - 1.96 * sd / sqrt(n), null) as ci_low,
-        if(n >= 2, mean + 1.96 * sd / sqrt(n), null) as ci_high,
+        wilson_low(unit_mean, effective_traces, $z) as ci_low,
+        wilson_high(unit_mean, effective_traces, $z) as ci_high,
         case
             when threshold is null then 'no_threshold'
             when isnan(mean) then 'fail'
@@ -147,7 +164,7 @@ final as (
             else 'fail'
         end as status,
         mean - threshold as margin
-    from with_thresholds
+    from interval_traces
 )
 
 select * from final

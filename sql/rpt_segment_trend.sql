@@ -28,8 +28,18 @@ final as (
         segment_metrics.annotated_traces,
         segment_metrics.coverage,
         segment_metrics.mean,
-        segment_metrics.ci_low,
-        segment_metrics.ci_high,
+        -- rows written before the bounded interval (docs/intervals.md) may hold a normal
+        -- interval past [0, 1]: shown clipped
+        case
+            when segment_metrics.ci_low < 0 then 0.0
+            when segment_metrics.ci_low > 1 then 1.0
+            else segment_metrics.ci_low
+        end as ci_low,
+        case
+            when segment_metrics.ci_high < 0 then 0.0
+            when segment_metrics.ci_high > 1 then 1.0
+            else segment_metrics.ci_high
+        end as ci_high,
         segment_metrics.threshold,
         segment_metrics.status
     from segment_metrics

@@ -1,10 +1,13 @@
 """Fixtures every room's tests share: the generated trace stores they read.
 
 Each store is written once a session and only read: a test that changes a store copies it first.
+The suite's partitions start on a fixed day, whatever a checkout's data/store holds: the tests
+materialize days of 2026 (defs/partitions.py reads $RETRIEVAL_PIPELINE_START_DATE first).
 """
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from pathlib import Path
 
@@ -12,6 +15,8 @@ import pytest
 
 from retrieval_pipeline.sample import write_sample_store
 from tests.warehouse_snapshots import write_small_store
+
+os.environ.setdefault("RETRIEVAL_PIPELINE_START_DATE", "2026-01-01")
 
 SAMPLE_END = date(2026, 11, 30)  # the sample store's last day, and its injected regression's
 

@@ -107,7 +107,7 @@ def test_store_retrieved_ids_refuses_anything_else() -> None:
 
 
 def test_the_start_date() -> None:
-    assert env.start_date({}) == date(2026, 1, 1)
+    assert env.start_date({}) is None  # unset: the config's, else the store's earliest day
     assert env.start_date({env.START_DATE: "2025-06-30"}) == date(2025, 6, 30)
     for value in ["2026-13-45", "20260101", "yesterday", "2026-02-30", "9999-12-31", "1899-12-31"]:
         message = refusal(env.start_date, env.START_DATE, value)

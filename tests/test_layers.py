@@ -81,3 +81,24 @@ def test_pure_modules_load_neither_duckdb_nor_dagster() -> None:
 def test_the_fresh_interpreter_sees_a_heavy_import(module: str, heavy: str) -> None:
     """The probe above finds DuckDB or Dagster where a module does load them."""
     assert heavy in _heavy_modules_loaded([module])
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """The rooms stay small enough to read (issue 21's bound): the longest modules, if any pass."""
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "retrieval_pipeline").rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 600
+    }
+    assert long == {}
+
+
+def test_the_readme_is_a_manual_of_at_most_20_kb_linking_every_docs_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode("utf-8")) <= 20_000
+    unlinked = [
+        page.name
+        for page in sorted((ROOT / "docs").glob("*.md"))
+        if f"(docs/{page.name}" not in readme
+    ]
+    assert unlinked == []

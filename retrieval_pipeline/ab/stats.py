@@ -31,8 +31,9 @@ n = 1 has no interval and no t-test, and a randomization p of 1; when every diff
 interval is that value (every resample has the same mean), the t-test is undefined (None) and the
 randomization p is exact (all zero: 1; a constant c != 0: 2 / 2^n, or its estimate).
 
-An arm's level (`ArmSummary`, `level_of`) is its mean over all its annotated traces with a
-Student t interval: what thresholds judge.
+An arm's level (`ArmSummary`, `level_of`) is its mean over all its annotated traces with an
+interval that stays in [0, 1] (`intervals.bounded_mean_interval`, docs/intervals.md): what
+thresholds judge.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import numpy as np
 from scipy import stats
 
 from retrieval_pipeline.config import DEFAULT_NORMAL_APPROXIMATION_MIN_PAIRS
+from retrieval_pipeline.intervals import bounded_mean_interval
 
 CONFIDENCE_LEVEL = 0.95
 # Differences this small are the rounding of averaging (metric values lie in [0, 1]): zero.
@@ -123,7 +125,8 @@ class ArmSummary:
 
 @dataclass(frozen=True)
 class ArmLevel:
-    """One arm's mean over all its annotated traces of a segment, with a Student t interval."""
+    """One arm's mean over all its annotated traces of a segment, with its 95% interval
+    (`level_of`)."""
 
     traces: int
     mean: float | None
@@ -198,15 +201,26 @@ def t_interval(n: int, mean: float, sd: float) -> tuple[float, float]:
 
 
 def level_of(summary: ArmSummary) -> ArmLevel:
-    """An arm's mean with its Student t interval; the value itself when every value is equal; no
-    interval when n < 2, no mean when n = 0."""
+    """An arm's mean with its 95% interval; no mean when n = 0.
+
+    For values in [0, 1] (every metric) the interval is `intervals.bounded_mean_interval`
+    (Wilson's on an effective sample size: never outside [0, 1], and not zero-width when every
+    value is equal); for other values, the Student t interval (none when n < 2, the value itself
+    when every value is equal)."""
     if summary.n == 0 or summary.mean is None:
         return ArmLevel(0, None, None, None)
     mean = summary.mean
-    if summary.n < 2 or summary.sd is None or summary.low is None or summary.high is None:
+    if summary.low is None or summary.high is None:
         return ArmLevel(summary.n, mean, None, None)
     scale = max(1.0, abs(summary.low), abs(summary.high))
-    if summary.high - summary.low <= _NOISE * scale:
+    equal = summary.high - summary.low <= _NOISE * scale
+    if summary.low >= 0.0 and summary.high <= 1.0:
+        interval = bounded_mean_interval(summary.n, mean, 0.0 if equal else summary.sd)
+        assert interval is not None  # n > 0 and a mean
+        return ArmLevel(summary.n, mean, interval.low, interval.high)
+    if summary.n < 2 or summary.sd is None:
+        return ArmLevel(summary.n, mean, None, None)
+    if equal:
         return ArmLevel(summary.n, mean, mean, mean)
     return ArmLevel(summary.n, mean, *t_interval(summary.n, mean, summary.sd))
 

@@ -5,12 +5,22 @@ The warehouse (DuckDB, pandas) is imported when the command runs, not when the C
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 import click
 
+from retrieval_pipeline.cli.evaluate_support import (
+    SHOWN,
+    check_outputs,
+    group_means,
+    group_table,
+    parse_by,
+    quarantine_header,
+    trace_files,
+)
 from retrieval_pipeline.cli.options import (
     gain_option,
     gmax_option,
@@ -24,9 +34,6 @@ if TYPE_CHECKING:
     from retrieval_pipeline.cli.trec import TrecInput
     from retrieval_pipeline.ingest.span_pieces import SpanReading
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
-
-# Quarantined records shown in the summary (all of them go to --quarantine).
-SHOWN_QUARANTINED = 5
 
 
 @click.command()
@@ -93,6 +100,13 @@ SHOWN_QUARANTINED = 5
     help="Standard output: a summary (table, json), or trec_eval's lines per query and for "
     "all (trec; linear gain unless --gain says otherwise).",
 )
+@click.option(
+    "--by",
+    "by_text",
+    default=None,
+    metavar="segment,variant",
+    help="Also print the means per segment, per variant, or per both (comma-separated).",
+)
 @click.pass_context
 def evaluate(
     ctx: click.Context,
@@ -110,28 +124,37 @@ def evaluate(
     config_path: Path | None,
     stages: bool,
     fmt: str,
+    by_text: str | None,
 ) -> None:
     """Score TRACES (files, folders or s3:// URLs of .jsonl, .jsonl.gz, .parquet, and OTLP/JSON
     span exports, found by their content), or a TREC run (--trec-run)."""
+    if bool(traces) == bool(trec_run):
+        raise click.UsageError("give trace files (TRACES) or --trec-run RUN, one of the two")
+    by = parse_by(by_text)
+    check_outputs({"--output": output, "--quarantine": quarantine})
+    from retrieval_pipeline.metrics import MetricConfigError, check_relevance_level, parse_metrics
+
+    try:  # the options first, then the files: a bad option is told before any file is read
+        parse_metrics(metrics)
+        check_relevance_level(relevance_level)
+    except MetricConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    if traces:
+        trace_files(traces)  # before any work: no trace file at all is an error, others are told
+
     import duckdb
 
     from retrieval_pipeline.cli.trec import read_run, trec_output
     from retrieval_pipeline.config import load_config
     from retrieval_pipeline.ingest.files import TraceFileError
     from retrieval_pipeline.ingest.span_pieces import SpanReading
-    from retrieval_pipeline.metrics import MetricConfigError
-    from retrieval_pipeline.reports.per_query import output_format, write_table
+    from retrieval_pipeline.reports.per_query import write_table
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
-    if bool(traces) == bool(trec_run):
-        raise click.UsageError("give trace files (TRACES) or --trec-run RUN, one of the two")
     if fmt == "trec" and ctx.get_parameter_source("gain") is click.core.ParameterSource.DEFAULT:
         gain = "linear"  # trec_eval's nDCG
     run_input: TrecInput | None = None
     try:
-        for path in (output, quarantine):
-            if path is not None:
-                output_format(path)
         if trec_run is not None:
             run_input = read_run(trec_run)
         source = run_input.records if run_input is not None else list(traces)
@@ -144,7 +167,7 @@ def evaluate(
             corpus,
             gain,
             relevance_level,
-            quarantine_rows=SHOWN_QUARANTINED,
+            quarantine_rows=SHOWN,
             quarantine_file=quarantine,
             gmax=gmax,
             judged_only=judged_only,
@@ -161,22 +184,22 @@ def evaluate(
     except (duckdb.IOException, duckdb.OutOfMemoryException) as exc:
         # beyond its memory limit DuckDB spills to disk: a full disk, or no room left at all
         raise click.ClickException(" ".join(str(exc).split())) from None
+    if run.ingest.read == 0:
+        raise click.ClickException(
+            f"no records in the {run.ingest.files} trace file(s) given: nothing to score"
+        )
     if output is not None:
         write_table(run.per_query, output)
     from retrieval_pipeline.reports.stages import stages_data, stages_text
 
     if lines is not None:
         click.echo("\n".join(lines))
-    elif not stages:
-        click.echo(
-            json.dumps(summary(run, run_input), indent=2)
-            if fmt == "json"
-            else summary_text(run, run_input)
-        )
     elif fmt == "json":
-        click.echo(json.dumps(summary(run, run_input) | stages_data(*staged), indent=2))
+        data = summary(run, run_input, by)
+        click.echo(json.dumps(data | stages_data(*staged) if stages else data, indent=2))
     else:
-        click.echo(summary_text(run, run_input) + "\n\n" + stages_text(*staged))
+        text = summary_text(run, run_input, by, quarantine)
+        click.echo(text + "\n\n" + stages_text(*staged) if stages else text)
 
 
 StageSummary: TypeAlias = tuple[
@@ -218,8 +241,10 @@ def stage_runs(
     return means, scored, gains
 
 
-def summary(run: EvaluationRun, trec: TrecInput | None = None) -> dict[str, object]:
-    """The counts and means a user is told, as data."""
+def summary(
+    run: EvaluationRun, trec: TrecInput | None = None, by: Sequence[str] = ()
+) -> dict[str, object]:
+    """The counts and means a user is told, as data (with `by`: the means per group too)."""
     judged = run.judgments
     return {
         "records_read": run.ingest.read,
@@ -247,7 +272,12 @@ def summary(run: EvaluationRun, trec: TrecInput | None = None) -> dict[str, obje
         "judged_queries_without_trace": run.judged_queries.without_trace,
         **(trec.counts() if trec is not None else {}),
         "means": run.means(),
+        **({"by": {"columns": list(by), "groups": _groups(run, by)}} if by else {}),
     }
+
+
+def _groups(run: EvaluationRun, by: Sequence[str]) -> list[dict[str, object]]:
+    return group_means(run.per_query, by, [metric.name for metric in run.metrics])
 
 
 def _judged_text(run: EvaluationRun) -> str:
@@ -265,7 +295,12 @@ def _judged_text(run: EvaluationRun) -> str:
     )
 
 
-def summary_text(run: EvaluationRun, trec: TrecInput | None = None) -> str:
+def summary_text(
+    run: EvaluationRun,
+    trec: TrecInput | None = None,
+    by: Sequence[str] = (),
+    quarantine: Path | None = None,
+) -> str:
     ingest, traces, labels = run.ingest, run.traces, run.labels
     coverage = traces.annotated / traces.traces if traces.traces else 0.0
     skipped = (
@@ -294,9 +329,13 @@ def summary_text(run: EvaluationRun, trec: TrecInput | None = None) -> str:
     for name, mean in run.means().items():
         shown = "-" if mean is None else f"{mean:.4f}"
         lines.append(f"{name:<16}{shown:>10}  {traces.annotated} annotated traces")
-    if len(run.quarantine):
-        lines += ["", f"Quarantined (first {SHOWN_QUARANTINED}):"]
-        for row in run.quarantine.head(SHOWN_QUARANTINED).itertuples():
+    if by:
+        names = [metric.name for metric in run.metrics]
+        lines += ["", f"Means by {', '.join(by)}:", group_table(_groups(run, by), by, names)]
+    left_out = ingest.quarantined + run.judgments.quarantined  # records, then judgment lines
+    if left_out:
+        lines += ["", quarantine_header(left_out, quarantine)]
+        for row in run.quarantine.head(SHOWN).itertuples():
             lines.append(f"  {row.source_file}:{row.source_line}: {row.reason}")
     if run.corpus.rejected:
         lines += [

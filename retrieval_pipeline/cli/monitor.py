@@ -7,6 +7,7 @@ without pandas, DuckDB or Dagster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -28,7 +29,7 @@ from retrieval_pipeline.live.events import (
     means_words,
     window_line,
 )
-from retrieval_pipeline.live.monitor import LiveMonitor
+from retrieval_pipeline.live.monitor import LiveMonitor, TraceListener
 from retrieval_pipeline.live.rules import MonitorConfig, MonitorConfigError, rules_from_assignments
 from retrieval_pipeline.live.tailing import Arrival, FileProgress, read_new_lines
 from retrieval_pipeline.metrics import MetricConfigError
@@ -298,6 +299,14 @@ def _build_config(
     default=None,
     help="JSON file carrying the file offset and the monitor's state across restarts.",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    metavar="PORT",
+    help="Serve Prometheus counters on http://127.0.0.1:PORT/metrics while running (0: a free "
+    "port, printed); needs the prometheus extra. See docs/operations.md.",
+)
 @click.option("--segments", "show_segments", is_flag=True, help="Also print each segment.")
 @click.option(
     "--format",
@@ -325,6 +334,7 @@ def monitor(
     fail_on_alert: bool,
     poll_seconds: float,
     state_path: Path | None,
+    metrics_port: int | None,
     show_segments: bool,
     fmt: str,
 ) -> None:
@@ -346,14 +356,51 @@ def monitor(
     )
     key = STDIN if source == STDIN else str(Path(source).absolute())
     saved, progress = _load_state(state_path, key)
+    with contextlib.ExitStack() as resources:
+        on_trace = None if metrics_port is None else _serve_metrics(metrics_port, resources)
+        try:
+            live = LiveMonitor(config, saved, on_trace=on_trace)
+        except MonitorConfigError as exc:
+            raise click.ClickException(f"state file {state_path}: {exc}") from None
+        except KeyError as exc:  # the monitor's own state, missing a part
+            raise click.ClickException(_lacks(state_path, exc)) from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise click.ClickException(f"state file {state_path} cannot be read ({exc})") from None
+        session = _Session(live, fmt, show_segments, progress=progress)
+        _run(session, source, key, once, state_path, poll_seconds, fail_on_alert)
+    if fail_on_alert and session.alerts_fired:
+        raise click.exceptions.Exit(ALERT_EXIT_CODE)
+
+
+def _serve_metrics(port: int, resources: contextlib.ExitStack) -> TraceListener:
+    """Start `/metrics` on 127.0.0.1:`port` until `resources` closes; the listener that feeds
+    its counters. prometheus_client is imported only here, so the command starts without it."""
     try:
-        session = _Session(LiveMonitor(config, saved), fmt, show_segments, progress=progress)
-    except MonitorConfigError as exc:
-        raise click.ClickException(f"state file {state_path}: {exc}") from None
-    except KeyError as exc:  # the monitor's own state, missing a part
-        raise click.ClickException(_lacks(state_path, exc)) from None
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise click.ClickException(f"state file {state_path} cannot be read ({exc})") from None
+        from retrieval_pipeline.live.prometheus import LiveMetrics, MetricsServer
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None
+    metrics = LiveMetrics()
+    server = MetricsServer(metrics.registry, port)
+    try:
+        server.start()
+    except OSError as exc:
+        raise click.ClickException(str(exc.strerror or exc)) from None
+    resources.callback(server.stop)
+    click.echo(f"serving metrics on {server.url}", err=True)
+    return metrics.observe_trace
+
+
+def _run(
+    session: _Session,
+    source: str,
+    key: str,
+    once: bool,
+    state_path: Path | None,
+    poll_seconds: float,
+    fail_on_alert: bool,
+) -> None:
+    """Read the source until it ends, an alert stops it or the user interrupts; the state is
+    saved and the summary printed whatever happens."""
     stopped = False
     try:
         if source == STDIN:
@@ -377,8 +424,6 @@ def monitor(
     finally:
         _save_state(state_path, key, session)
         click.echo(session.summary(), err=True)
-    if fail_on_alert and session.alerts_fired:
-        raise click.exceptions.Exit(ALERT_EXIT_CODE)
 
 
 def _follow(

@@ -1,20 +1,44 @@
-"""Daily partitions (UTC) and the date range a run covers."""
+"""Daily partitions (UTC) and the date range a run covers.
+
+The first partition is, in order: $RETRIEVAL_PIPELINE_START_DATE, the configuration's
+`start_date`, the trace store's earliest day, or yesterday (UTC) when the store holds no day yet;
+so the UI counts the days there are, not the days since an arbitrary date.
+"""
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
 from retrieval_pipeline import environment
+from retrieval_pipeline.config import load_config
+from retrieval_pipeline.defs.resources import DEFAULT_STORE
+from retrieval_pipeline.ingest.filesystems import is_url
+from retrieval_pipeline.store import LocalTraceStore, TraceStoreError
 
-START_DATE_ENV = "RETRIEVAL_PIPELINE_START_DATE"
-DEFAULT_START_DATE = "2026-01-01"
+START_DATE_ENV = environment.START_DATE
 
 
 def start_date() -> str:
-    """The first partition: $RETRIEVAL_PIPELINE_START_DATE (YYYY-MM-DD) or 2026-01-01."""
-    return environment.start_date().isoformat()
+    """The first partition, YYYY-MM-DD (see the module's docstring); a bad variable or key is
+    an error naming it."""
+    given = environment.start_date()
+    if given is not None:
+        return given.isoformat()
+    configured = load_config().start_date
+    if configured is not None:
+        return configured.isoformat()
+    root = environment.path(environment.STORE) or DEFAULT_STORE
+    days: list[date] = []
+    if not is_url(str(root)):  # an object store is not listed when the definitions load
+        try:
+            days = LocalTraceStore(root).days()
+        except (TraceStoreError, OSError):
+            days = []
+    if days:
+        return days[0].isoformat()
+    return (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
 
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=start_date(), timezone="UTC")

@@ -64,7 +64,14 @@ def _kind(path: Path | Location) -> str | None:
 def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
     """Expand files and directories (recursively) into trace files, in a stable order; an
     `s3://` URL names a file or a prefix in an object store (`ingest.filesystems`)."""
+    return survey(paths)[0]
+
+
+def survey(paths: Iterable[Path | str]) -> tuple[list[TraceFile], list[Path]]:
+    """`discover`'s trace files, and the files inside the directories given that are not trace
+    files by their name (skipped; sorted). A file named directly must be a trace file."""
     found: list[TraceFile] = []
+    skipped: list[Path] = []
     for given in paths:
         if is_url(given):
             found += _in_store(str(given))
@@ -75,6 +82,8 @@ def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
                 kind = _kind(child)
                 if kind is not None:
                     found.append(TraceFile(_named(child), kind))
+                else:
+                    skipped.append(child)
         elif path.is_file():
             kind = _kind(path)
             if kind is None:
@@ -88,7 +97,7 @@ def discover(paths: Iterable[Path | str]) -> list[TraceFile]:
             raise TraceFileError(f"{path}: a symbolic link to nothing that can be read (or a loop)")
         else:
             raise TraceFileError(f"{path}: no such file or directory")
-    return found
+    return found, skipped
 
 
 def _named(path: Path) -> Path:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from retrieval_pipeline.live.events import Alert, Event
-from retrieval_pipeline.live.monitor import LiveMonitor
+from retrieval_pipeline.live.monitor import LiveMonitor, TraceListener
 from retrieval_pipeline.live.rules import MonitorConfig
 from retrieval_pipeline.live.tailing import StoreCursor, read_store_arrivals
 from retrieval_pipeline.records import RecordError, TraceRecord, parse_line
@@ -37,6 +37,7 @@ def advance(
     config: MonitorConfig,
     limit: int | None = None,
     backfill_days: int = 0,
+    on_trace: TraceListener | None = None,
 ) -> Advance:
     """Read what arrived since `cursor`, validate it, and feed the valid records to the monitor
     resumed from the cursor's state, oldest trace first. Nothing is stored: the caller records
@@ -44,9 +45,10 @@ def advance(
 
     Records are fed in timestamp order (ties in store order) because the store is read file by
     file: several writers' files growing side by side would otherwise have the first file's
-    newest trace close windows the next file still has traces for."""
+    newest trace close windows the next file still has traces for. `on_trace` is told of every
+    valid record fed (`LiveMonitor`)."""
     batch = read_store_arrivals(store, cursor, limit, backfill_days)
-    live = LiveMonitor(config, cursor.monitor)
+    live = LiveMonitor(config, cursor.monitor, on_trace=on_trace)
     open_before = live.open_alerts()
     records: list[TraceRecord] = []
     bad: list[str] = []

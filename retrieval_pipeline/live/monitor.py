@@ -23,7 +23,7 @@ alerts) is plain JSON, so a sensor cursor or a state file can carry it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -51,6 +51,8 @@ from retrieval_pipeline.reference import RetrievalMetricsEvaluator
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
 
 STATE_VERSION = 1
+# Told of each trace: the record, whether it is in the sample, its scores (None: not scored).
+TraceListener = Callable[[TraceRecord, bool, dict[str, float] | None], None]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -140,8 +142,16 @@ class LiveMonitor:
     `state()` is JSON-ready and `LiveMonitor(config, state)` resumes from it exactly, so a
     restart between any two traces gives the same events as one uninterrupted pass."""
 
-    def __init__(self, config: MonitorConfig, state: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        config: MonitorConfig,
+        state: Mapping[str, Any] | None = None,
+        on_trace: TraceListener | None = None,
+    ) -> None:
         self.config = config
+        # told of every trace observed (is it sampled, its scores if labelled): the live
+        # Prometheus counters (`live.prometheus`), which keep no state across restarts
+        self.on_trace = on_trace
         # Scores come from the per-example evaluator (a trace judged with nothing relevant is
         # annotated with zeros there); its thresholds are unused, so 0 passes everything.
         self._evaluator = RetrievalMetricsEvaluator(
@@ -217,6 +227,8 @@ class LiveMonitor:
         self.totals["records"] += 1
         self.totals["sampled"] += int(is_sampled)
         self.totals["labelled"] += int(scores is not None)
+        if self.on_trace is not None:
+            self.on_trace(record, is_sampled, scores)
         if self.config.mode == "records":
             window = self._open.setdefault(None, _Window(bucket=None))
             window.add(record, is_sampled, scores)

@@ -37,9 +37,14 @@ _TAB10 = (
 )
 
 
-def variant_colours(variants: Iterable[str]) -> dict[str, str]:
-    """Each variant's colour: tab10 in sorted order, as `trend_chart` draws them."""
-    return {name: _TAB10[index % 10] for index, name in enumerate(sorted(variants))}
+def variant_colours(variants: Iterable[str], leading: Sequence[str] = ()) -> dict[str, str]:
+    """Each variant's colour, the same in every report and chart: tab10 in order, the `leading`
+    variants first (the comparison's control, then candidate: blue, orange), the others sorted
+    after them."""
+    names = {str(v) for v in variants}
+    ordered = [v for v in dict.fromkeys(leading) if v in names]
+    ordered += sorted(names - set(ordered))
+    return {name: _TAB10[index % 10] for index, name in enumerate(ordered)}
 
 
 def intervals(

@@ -102,15 +102,28 @@ _CELL_HEADERS = {
 _TEXT_CELLS = {"segment", "metric", "verdict", "ci", "threshold_status", "ci_method", "p_method"}
 
 
+_METHOD_CELLS = ("ci_method", "p_method")
+
+
 def _cells_table(comparison: Comparison) -> str:
+    """The cells as HTML: the numbers in one table, how each was tested in a second one, so
+    that the first fits a 1400-pixel window."""
+    rows = _cell_rows(comparison)
+    main = [k for k in _CELL_HEADERS if k not in _METHOD_CELLS]
+    return _html_table(rows, main) + _html_table(
+        rows, ["segment", "metric", *_METHOD_CELLS], "How each cell was tested"
+    )
+
+
+def _html_table(rows: Sequence[dict[str, object]], keys: Sequence[str], caption: str = "") -> str:
     head = "".join(
-        f'<th class="{"text" if k in _TEXT_CELLS else "num"}">{esc(v)}</th>'
-        for k, v in _CELL_HEADERS.items()
+        f'<th class="{"text" if k in _TEXT_CELLS else "num"}">{esc(_CELL_HEADERS[k])}</th>'
+        for k in keys
     )
     body = []
-    for row in _cell_rows(comparison):
+    for row in rows:
         cells = []
-        for key in _CELL_HEADERS:
+        for key in keys:
             classes = ["text"] if key in _TEXT_CELLS else []
             if key == "verdict" and row[key] in ("better", "worse"):
                 classes.append(str(row[key]))
@@ -118,9 +131,11 @@ def _cells_table(comparison: Comparison) -> str:
                 classes.append("worse")
             attr = f' class="{" ".join(classes)}"' if classes else ""
             cells.append(f"<td{attr}>{esc(row[key])}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        failing = row.get("threshold_status") == "fail" or row.get("verdict") == "worse"
+        body.append(('<tr class="worse">' if failing else "<tr>") + "".join(cells) + "</tr>")
+    title = f"<caption>{esc(caption)}</caption>" if caption else ""
     return (
-        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f'<div class="scroll"><table>{title}<thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
@@ -138,14 +153,34 @@ def _coverage_frame(comparison: Comparison) -> pd.DataFrame:
     return frame
 
 
+def holm_notes(comparison: Comparison) -> list[str]:
+    """One sentence per cell whose raw randomization p is below alpha while its Holm-adjusted
+    p is not: why a small p-value on its own is not a verdict."""
+    alpha = comparison.settings.alpha
+    tested = sum(1 for cell in comparison.cells if cell.p_randomization_holm is not None)
+    notes = []
+    for cell in comparison.cells:
+        raw, adjusted = cell.p_randomization, cell.p_randomization_holm
+        if raw is None or adjusted is None or not raw <= alpha < adjusted:
+            continue
+        notes.append(
+            f"{segment_label(cell.segment)} / {cell.metric}: the raw p-value {pvalue(raw)} is "
+            f"below {alpha:g}, but adjusted (Holm) for the {tested} segment x metric cells "
+            f"tested together it is {pvalue(adjusted)}, so this difference alone is not "
+            "significant."
+        )
+    return notes
+
+
 def _flag_html(comparison: Comparison) -> str:
+    notes = "".join(f'<p class="muted">{esc(note)}</p>' for note in holm_notes(comparison))
     if not comparison.flagged:
         return (
             '<div class="ok"><strong>Not flagged.</strong> No threshold newly missed and no '
-            "guarded metric significantly worse.</div>"
+            f"guarded metric significantly worse.</div>{notes}"
         )
     items = "".join(f"<li>{esc(reason)}</li>" for reason in comparison.reasons)
-    return f'<div class="flag"><strong>Flagged for review.</strong><ul>{items}</ul></div>'
+    return f'<div class="flag"><strong>Flagged for review.</strong><ul>{items}</ul></div>{notes}'
 
 
 def _judged_html(comparison: Comparison) -> str:
@@ -199,7 +234,8 @@ def comparison_html(
         + chart_html(
             segment_bars_chart(comparison),
             "control and candidate means per segment",
-            f"Each arm's mean over its annotated traces with {CONFIDENCE_LEVEL:.0%} t intervals; "
+            f"Each arm's mean over its annotated traces with its {CONFIDENCE_LEVEL:.0%} interval "
+            "(Wilson's on an effective sample size, within [0, 1]); "
             "dashed red: the segment's threshold.",
         )
         + "</section>",
@@ -241,6 +277,8 @@ def comparison_markdown(comparison: Comparison, note: str | None = None) -> str:
     warnings = judged.comparison_warnings(comparison, escape_markdown)
     if warnings:
         lines += ["", "**Judged share:**"] + [f"- {warning}." for warning in warnings]
+    for note in holm_notes(comparison):
+        lines += ["", escape_markdown(note)]
     lines += ["", "## Per segment and metric", ""]
     rows = _cell_rows(comparison)
     lines.append(

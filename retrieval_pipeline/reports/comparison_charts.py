@@ -5,12 +5,13 @@ differences with their intervals (a forest), and the queries per segment by pair
 from __future__ import annotations
 
 from retrieval_pipeline.ab.compare import Comparison
-from retrieval_pipeline.reports.charts import bar_panels, intervals, row_panel
+from retrieval_pipeline.reports.charts import bar_panels, intervals, row_panel, variant_colours
 from retrieval_pipeline.reports.svg import Chart, Series, nice_ticks, padded_range, tick_label
 from retrieval_pipeline.segments import segment_label
 from retrieval_pipeline.text import printable
 
-_ARM_COLOURS = ("#4C72B0", "#DD8452")  # control, candidate
+# control, candidate: the first two of `charts.variant_colours`, as in the regression report
+_ARM_COLOURS = tuple(variant_colours(["control", "candidate"], ("control", "candidate")).values())
 _VERDICT_COLOURS = {
     "better": "#2E7D32",
     "worse": "#C62828",
@@ -21,12 +22,13 @@ _VERDICT_COLOURS = {
 
 def arm_colours(control: str, candidate: str) -> dict[str, str]:
     """The comparison charts' colours of the two arms, for a trend drawn beside them."""
-    return {control: _ARM_COLOURS[0], candidate: _ARM_COLOURS[1]}
+    return variant_colours([control, candidate], (control, candidate))
 
 
 def segment_bars_chart(comparison: Comparison) -> Chart:
     """Per metric, each segment's control and candidate means over their annotated traces (what
-    thresholds judge) with 95% t intervals, and the segment's threshold as a red dashed line."""
+    thresholds judge) with their 95% intervals (`ab.stats.level_of`), and the segment's
+    threshold as a red dashed line."""
     metrics, segments = comparison.metrics, comparison.segments
     names = (printable(comparison.control, 24), printable(comparison.candidate, 24))
     legend = [

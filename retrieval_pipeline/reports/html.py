@@ -21,16 +21,18 @@ from retrieval_pipeline.text import MISSING, escape_markdown, number, visible
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;
-max-width:72rem;padding:0 1rem;color:#212121;line-height:1.45}
+max-width:84rem;padding:0 1rem;color:#212121;line-height:1.45}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0 1rem}
+table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0 1rem}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}td{white-space:nowrap}
 .scroll{overflow-x:auto}
-th{background:#f5f5f5}td.text,th.text{text-align:left}
+th{background:#f5f5f5}td.text,th.text{text-align:left}td.text{white-space:normal;max-width:12rem}
 caption{caption-side:top;text-align:left;font-weight:600;padding:.25rem 0}
 .flag{border-left:.4rem solid #C62828;background:#FFEBEE;padding:.5rem 1rem}
 .ok{border-left:.4rem solid #2E7D32;background:#E8F5E9;padding:.5rem 1rem}
 .better{color:#2E7D32;font-weight:600}.worse{color:#C62828;font-weight:600}
+tr.worse td{background:#FFEBEE}tr.watch td{background:#FFF8E1}
+.watch{border-left:.4rem solid #F9A825;background:#FFF8E1;padding:.5rem 1rem}
 .muted{color:#757575}figure{margin:1rem 0}img{max-width:100%;height:auto}
 """
 # No script, no network: images only from data: URIs, styles only inline.
@@ -61,9 +63,11 @@ def render_table(
     headers: Mapping[str, str] | None = None,
     digits: int = 3,
     caption: str | None = None,
+    row_classes: Sequence[str] | None = None,
 ) -> str:
     """An HTML table of `frame` (every cell and header escaped; numbers to `digits` places,
-    missing values as `-`); `headers` renames columns for display."""
+    missing values as `-`); `headers` renames columns for display; `row_classes`, one per row
+    (empty: none), marks rows: `worse` (a failing row), `watch`."""
     chosen = list(columns) if columns is not None else [str(c) for c in frame.columns]
     names = headers or {}
     text_columns = {
@@ -74,7 +78,8 @@ def render_table(
         for c in chosen
     )
     body = []
-    for record in frame[chosen].to_dict(orient="records"):
+    classes = list(row_classes) if row_classes is not None else [""] * len(frame)
+    for record, row_class in zip(frame[chosen].to_dict(orient="records"), classes, strict=True):
         cells = []
         for column in chosen:
             value = record[column]
@@ -85,7 +90,8 @@ def render_table(
                 cells.append(f"<td>{int(value)}</td>")
             else:
                 cells.append(f"<td>{esc(number(value, digits))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        opening = f'<tr class="{esc(row_class)}">' if row_class else "<tr>"
+        body.append(opening + "".join(cells) + "</tr>")
     title = f"<caption>{esc(caption)}</caption>" if caption else ""
     return (
         f'<div class="scroll"><table>{title}<thead><tr>{head}</tr></thead>'

@@ -62,6 +62,66 @@ def _insufficient(rows: pd.DataFrame) -> list[tuple[str, str, int, int]]:
 
 
 @dataclass(frozen=True)
+class Watch:
+    """A significant drop against the baseline that still passes: the day's whole 95% interval
+    lies below the baseline, yet the mean is not below its threshold (or there is none)."""
+
+    segment: str
+    variant: str
+    metric: str
+    value: float
+    baseline: float
+    ci_low: float
+    ci_high: float
+    threshold: float | None
+
+    @property
+    def delta(self) -> float:
+        return self.value - self.baseline
+
+    def words(self, escape: Callable[[str], str] = str) -> str:
+        still = (
+            f"still passes its threshold {number(self.threshold)}"
+            if self.threshold is not None
+            else "has no threshold"
+        )
+        return (
+            f"{escape(segment_label(self.segment))} / {escape(self.variant)}: "
+            f"{escape(self.metric)} = {number(self.value)}, {number(self.delta, signed=True)} "
+            f"against its baseline {number(self.baseline)} (95% CI {number(self.ci_low)}.."
+            f"{number(self.ci_high)}, all below it); {still}"
+        )
+
+
+def watch_of(rows: pd.DataFrame) -> list[Watch]:
+    """The rows whose day is significantly below its baseline but that pass (or have no
+    threshold): what a reader should watch before it becomes a miss. Report order."""
+    found: list[Watch] = []
+    if rows.empty:
+        return found
+    for row in report_order(rows).to_dict(orient="records"):
+        numbers = [row.get(k) for k in ("mean", "baseline", "ci_low", "ci_high")]
+        if row["status"] not in ("pass", "no_threshold") or not all(map(_is_number, numbers)):
+            continue
+        value, baseline, low, high = (float(v) for v in numbers)
+        if high < baseline:
+            threshold = float(row["threshold"]) if _is_number(row.get("threshold")) else None
+            found.append(
+                Watch(
+                    str(row["segment"]),
+                    str(row["variant"]),
+                    str(row["metric"]),
+                    value,
+                    baseline,
+                    low,
+                    high,
+                    threshold,
+                )
+            )
+    return found
+
+
+@dataclass(frozen=True)
 class RegressionReport:
     """One partition against its baseline, per segment, variant and metric."""
 
@@ -89,6 +149,10 @@ class RegressionReport:
         if self.baseline_policy == "previous_day":
             return f"the previous day ({window})"
         return f"the pinned day {window}"
+
+    def watch(self) -> list[Watch]:
+        """Significant drops against the baseline that still pass (`watch_of`)."""
+        return watch_of(self.rows)
 
     def baseline_days_with_data(self) -> int:
         if self.rows.empty:
@@ -154,6 +218,21 @@ class RegressionReport:
                     "words": m.words(),
                 }
                 for m in self.misses
+            ],
+            "watch": [
+                {
+                    "segment": w.segment,
+                    "variant": w.variant,
+                    "metric": w.metric,
+                    "value": w.value,
+                    "baseline": w.baseline,
+                    "delta": w.delta,
+                    "ci_low": w.ci_low,
+                    "ci_high": w.ci_high,
+                    "threshold": w.threshold,
+                    "words": w.words(),
+                }
+                for w in self.watch()
             ],
             "insufficient": [
                 {"segment": s, "variant": v, "annotated_traces": n, "min_annotated": k}
@@ -235,6 +314,10 @@ class RegressionReport:
         labelled = self.labelled_by_judgments()
         if labelled is not None:
             parts.append(labelled)
+        watch = self.watch()
+        if watch:
+            parts.append(f"**Watch: {watch_heading(len(watch))}:**")
+            parts.append("\n".join(f"- {w.words(escape_markdown)}" for w in watch))
         short = _insufficient(self.rows)
         if short:
             names = ", ".join(
@@ -285,6 +368,11 @@ class RegressionReport:
         if warnings:
             parts.append("\n".join(f"- **Warning:** {w}." for w in warnings))
         return parts
+
+
+def watch_heading(count: int) -> str:
+    drops = "drop" if count == 1 else "drops"
+    return f"{count} significant {drops} against the baseline that still pass"
 
 
 def build_report(

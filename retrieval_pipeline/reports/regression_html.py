@@ -9,7 +9,6 @@ the warehouse (`warehouse.trend.read_segment_trend`) and hands it over. The page
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,22 +29,11 @@ from retrieval_pipeline.reports.charts import (
     variant_colours,
 )
 from retrieval_pipeline.reports.html import chart_html, esc, html_page, render_table
-from retrieval_pipeline.reports.regression import RegressionReport
+from retrieval_pipeline.reports.regression import RegressionReport, Watch, watch_heading
 from retrieval_pipeline.reports.svg import Chart, Series
 from retrieval_pipeline.reports.trend_chart import TREND_PARTITIONS, trend_section
 from retrieval_pipeline.segments import segment_label
-from retrieval_pipeline.text import MISSING, number, printable
-
-
-def _float(value: object) -> float | None:
-    """A finite number, or None (None, NaN, pd.NA, text)."""
-    if value is None or isinstance(value, bool) or value is pd.NA:
-        return None
-    try:
-        figure = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return figure if math.isfinite(figure) else None
+from retrieval_pipeline.text import MISSING, finite, number, printable
 
 
 def _records_by_key(rows: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -55,17 +43,20 @@ def _records_by_key(rows: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, 
     }
 
 
-def regression_bars_chart(rows: pd.DataFrame, metrics: Sequence[str]) -> Chart | None:
+def regression_bars_chart(
+    rows: pd.DataFrame, metrics: Sequence[str], leading: Sequence[str] = ()
+) -> Chart | None:
     """One panel per metric: each segment's mean per variant (the day's `regression_report`
     rows) with its 95% interval, the segment's threshold as a red dashed line, failing bars
-    hatched and outlined red. None when no row holds one of `metrics`."""
+    hatched and outlined red. None when no row holds one of `metrics`. `leading`: the variants
+    that take the first colours (`charts.variant_colours`)."""
     data = rows[rows["metric"].isin(list(metrics))]
     if data.empty:
         return None
     chosen = [m for m in metrics if (data["metric"] == m).any()]
     segments = segment_order(data["segment"])
     variants = sorted(str(v) for v in pd.unique(data["variant"]))
-    colours = variant_colours(variants)
+    colours = variant_colours(variants, leading)
     by_key = _records_by_key(data)
     width = 0.8 / len(variants)
     legend = [Series(printable(v, 24), colours[v], "bar", [], []) for v in variants]
@@ -76,11 +67,11 @@ def regression_bars_chart(rows: pd.DataFrame, metrics: Sequence[str]) -> Chart |
             failing: list[bool] = []
             for index, segment in enumerate(segments):
                 record = by_key.get((segment, variant, metric))
-                mean = _float(record.get("mean")) if record is not None else None
+                mean = finite(record.get("mean")) if record is not None else None
                 if record is None or mean is None:
                     continue
                 x = index + (arm - (len(variants) - 1) / 2) * width
-                bars.append((x, mean, _float(record.get("ci_low")), _float(record.get("ci_high"))))
+                bars.append((x, mean, finite(record.get("ci_low")), finite(record.get("ci_high"))))
                 failing.append(record.get("status") == "fail")
             panel.bars(
                 [b[0] for b in bars],
@@ -94,7 +85,7 @@ def regression_bars_chart(rows: pd.DataFrame, metrics: Sequence[str]) -> Chart |
         # a segment's threshold: the first of its variants' rows that names one
         for index, segment in enumerate(segments):
             found = (by_key.get((segment, variant, metric)) for variant in variants)
-            values = (_float(r.get("threshold")) for r in found if r is not None)
+            values = (finite(r.get("threshold")) for r in found if r is not None)
             limit = next((v for v in values if v is not None), None)
             if limit is not None:
                 panel.hline(limit, index - 0.45, index + 0.45)
@@ -110,12 +101,14 @@ def _coverage_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return keyed.sort_values(["_order", "variant"]).drop(columns="_order").reset_index(drop=True)
 
 
-def regression_coverage_chart(rows: pd.DataFrame, min_coverage: float | None = None) -> Chart:
+def regression_coverage_chart(
+    rows: pd.DataFrame, min_coverage: float | None = None, leading: Sequence[str] = ()
+) -> Chart:
     """Annotation coverage per segment and variant, with the configured minimum dashed."""
     coverage = _coverage_rows(rows)
     segments = segment_order(coverage["segment"])
     variants = sorted(str(v) for v in pd.unique(coverage["variant"]))
-    colours = variant_colours(variants)
+    colours = variant_colours(variants, leading)
     by_key = {(str(r["segment"]), str(r["variant"])): r for r in coverage.to_dict("records")}
     chart, panel = row_panel(
         [printable(segment_label(s), 30) for s in segments],
@@ -131,7 +124,7 @@ def regression_coverage_chart(rows: pd.DataFrame, min_coverage: float | None = N
             (len(segments) - 1 - index + offset, value)
             for index, segment in enumerate(segments)
             if (record := by_key.get((segment, variant)))
-            and (value := _float(record.get("coverage"))) is not None
+            and (value := finite(record.get("coverage"))) is not None
         ]
         label = printable(variant, 24)
         panel.hbars([y for y, _ in bars], [v for _, v in bars], bar * 0.95, colours[variant], label)
@@ -173,7 +166,7 @@ def _judged_warnings_html(warnings: Sequence[str]) -> str:
 
 def _regression_table(rows: pd.DataFrame) -> pd.DataFrame:
     def interval(record: Mapping[str, Any]) -> str:
-        low, high = _float(record.get("ci_low")), _float(record.get("ci_high"))
+        low, high = finite(record.get("ci_low")), finite(record.get("ci_high"))
         return MISSING if low is None or high is None else f"{number(low)} .. {number(high)}"
 
     records = rows.to_dict(orient="records")
@@ -182,16 +175,29 @@ def _regression_table(rows: pd.DataFrame) -> pd.DataFrame:
             "segment": [segment_label(str(r["segment"])) for r in records],
             "variant": [str(r["variant"]) for r in records],
             "metric": [str(r["metric"]) for r in records],
-            "value": [_float(r.get("mean")) for r in records],
+            "value": [finite(r.get("mean")) for r in records],
             "ci": [interval(r) for r in records],
-            "baseline": [_float(r.get("baseline")) for r in records],
+            "baseline": [finite(r.get("baseline")) for r in records],
             "delta": [number(r.get("delta"), signed=True) for r in records],
-            "threshold": [_float(r.get("threshold")) for r in records],
+            "threshold": [finite(r.get("threshold")) for r in records],
             "status": [str(r["status"]).replace("_", " ") for r in records],
             "margin": [number(r.get("margin"), signed=True) for r in records],
             "annotated": [f"{int(r['annotated_traces'])} / {int(r['traces'])}" for r in records],
         },
     ).astype({"value": float, "baseline": float, "threshold": float})
+
+
+def _row_classes(rows: pd.DataFrame, watch: Sequence[Watch]) -> list[str]:
+    """`worse` for a failing row, `watch` for a significant drop that passes, else none."""
+    watched = {(w.segment, w.variant, w.metric) for w in watch}
+    return [
+        "worse"
+        if r["status"] == "fail"
+        else "watch"
+        if (str(r["segment"]), str(r["variant"]), str(r["metric"])) in watched
+        else ""
+        for r in rows.to_dict(orient="records")
+    ]
 
 
 _REGRESSION_HEADERS = {
@@ -206,6 +212,7 @@ def regression_html(
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     min_coverage: float | None = None,
     last_n: int = TREND_PARTITIONS,
+    leading: Sequence[str] = (),
 ) -> str:
     """The nightly regression report of one partition as a self-contained HTML page: the misses
     in words, per-segment bars of each headline metric with 95% intervals against the threshold
@@ -215,7 +222,8 @@ def regression_html(
     `trend`: `segment_metrics` rows of recent partitions (`warehouse.trend.read_segment_trend`);
     `thresholds` as in `ComparisonSettings` (`ab.compare.config_thresholds(config)`), for the
     trend's threshold lines; `min_coverage`, the coverage check's minimum, drawn on the coverage
-    chart."""
+    chart; `leading`, the variants that take the first colours (the comparison's control and
+    candidate, so that each variant has one colour in every report)."""
     day = report.partition.isoformat()
     rows = report.rows
     metrics = list(report.headline_metrics) or (
@@ -227,7 +235,14 @@ def regression_html(
             f"<p>Baseline: {esc(report.baseline_text)}, {report.baseline_days_with_data()} "
             "day(s) with data.</p>" + _misses_html(rows, [m.words() for m in report.misses])
         )
-        bars = regression_bars_chart(rows, metrics)
+        watch = report.watch()
+        if watch:
+            items = "".join(f"<li>{esc(w.words())}</li>" for w in watch)
+            sections.append(
+                f'<div class="watch"><strong>Watch: {esc(watch_heading(len(watch)))}:</strong>'
+                f"<ul>{items}</ul></div>"
+            )
+        bars = regression_bars_chart(rows, metrics, leading)
         if bars is not None:
             sections.append(
                 "<section><h2>Headline metrics per segment</h2>"
@@ -253,6 +268,9 @@ def regression_html(
                 thresholds=thresholds,
                 value_column="mean",
                 title="Trend of the headline metrics",
+                colours=variant_colours(pd.unique(trend["variant"]), leading)
+                if "variant" in trend
+                else None,
             )
         )
     if report.has_data:
@@ -278,7 +296,7 @@ def regression_html(
             f"<section><h2>Annotation coverage{esc(minimum)}</h2>"
             + judged_note
             + chart_html(
-                regression_coverage_chart(rows, min_coverage),
+                regression_coverage_chart(rows, min_coverage, leading),
                 "annotation coverage per segment and variant",
             )
             + render_table(
@@ -289,7 +307,11 @@ def regression_html(
         )
         sections.append(
             "<section><h2>Every segment, variant and metric</h2>"
-            + render_table(_regression_table(rows), headers=_REGRESSION_HEADERS)
+            + render_table(
+                _regression_table(rows),
+                headers=_REGRESSION_HEADERS,
+                row_classes=_row_classes(rows, report.watch()),
+            )
             + "</section>"
         )
     return html_page(f"Retrieval regression report: {day}", sections)
@@ -314,6 +336,7 @@ def regression_page(
         thresholds=config_thresholds(config),
         min_coverage=config.checks.min_coverage,
         last_n=last_n,
+        leading=(config.comparison.control, config.comparison.candidate),
     )
 
 

@@ -135,6 +135,7 @@ def prepare(conn: duckdb.DuckDBPyConnection, compact_strings: bool = False) -> N
     _add_label_ranks(conn)
     undo_interrupted_ingestions(conn)
     conn.execute(load_sql("macros"))
+    conn.execute(load_sql("macros_intervals"))
 
 
 @contextmanager

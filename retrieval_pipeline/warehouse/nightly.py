@@ -17,6 +17,7 @@ import duckdb
 import pandas as pd
 
 from retrieval_pipeline.config import PipelineConfig, thresholds_frame
+from retrieval_pipeline.intervals import Z_95
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -96,6 +97,7 @@ def build_segment_metrics(
         "start_date": start,
         "end_date": end,
         "overall_segment": OVERALL_SEGMENT,
+        "z": Z_95,
     }
     with registered(conn, "metric_thresholds", thresholds_frame(config)):
         _replace(conn, "segment_metrics", start, end, params)

@@ -30,6 +30,7 @@ from retrieval_pipeline.defs.nightly import assets, checks
 from retrieval_pipeline.defs.nightly.gate import BLOCKING_CHECK_KEYS, deploy_gate
 from retrieval_pipeline.defs.resources import DB_ENV, STORE_IDS_ENV, store_retrieved_ids
 from retrieval_pipeline.files import write_atomically
+from retrieval_pipeline.intervals import bounded_mean_interval
 from retrieval_pipeline.sample import MANIFEST_NAME, write_sample_store
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.store import LocalTraceStore
@@ -413,9 +414,13 @@ def test_segment_numbers_equal_evaluate_on_the_same_traces(nightly: Setup) -> No
             assert row["annotated_traces"] == len(values)
             assert row["coverage"] == pytest.approx(len(values) / len(group))
             assert row["mean"] == pytest.approx(values.mean(), abs=1e-12)
-            half = 1.96 * values.std(ddof=1) / math.sqrt(len(values))
-            assert row["ci_low"] == pytest.approx(values.mean() - half, abs=1e-12)
-            assert row["ci_high"] == pytest.approx(values.mean() + half, abs=1e-12)
+            # the bounded interval (docs/intervals.md), in Python on the same values
+            sd = values.std(ddof=1) if len(values) > 1 else None
+            interval = bounded_mean_interval(len(values), values.mean(), sd)
+            assert interval is not None
+            assert row["ci_low"] == pytest.approx(interval.low, abs=1e-12)
+            assert row["ci_high"] == pytest.approx(interval.high, abs=1e-12)
+            assert 0 <= row["ci_low"] <= row["mean"] <= row["ci_high"] <= 1
             threshold = CONFIG.threshold(segment, metric)
             if threshold is not None:
                 passed = values.mean() >= threshold

@@ -16,7 +16,7 @@ from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.connection import connect
 
 D1, D2, D3 = date(2026, 11, 28), date(2026, 11, 29), date(2026, 11, 30)
-Z = 1.96
+Z = 1.959963984540054  # Phi^-1(0.975)
 ALL = nightly.OVERALL_SEGMENT
 
 
@@ -76,12 +76,27 @@ def test_segment_metrics_counts_means_and_intervals(conn: duckdb.DuckDBPyConnect
     assert s1["coverage"] == pytest.approx(2 / 3)
     mean, sd = (0.2 + 0.6) / 2, math.sqrt(((0.2 - 0.4) ** 2 + (0.6 - 0.4) ** 2) / (2 - 1))
     assert s1["mean"] == pytest.approx(mean)
-    assert s1["ci_low"] == pytest.approx(mean - Z * sd / math.sqrt(2))
-    assert s1["ci_high"] == pytest.approx(mean + Z * sd / math.sqrt(2))
-    # one scored trace: no interval
+    # Wilson's interval on n / phi traces (docs/intervals.md): phi = (n * sd^2 / (mean * (1 -
+    # mean)) + 1) / (n + 1) = (2 * 0.08 / 0.24 + 1) / 3 = 5 / 9, so 2 * 9 / 5 = 3.6 traces.
+    phi = (2 * sd**2 / (mean * (1 - mean)) + 1) / (2 + 1)
+    assert phi == pytest.approx(5 / 9)
+    assert (s1["ci_low"], s1["ci_high"]) == pytest.approx(wilson(mean, 2 / phi))
+    # one scored trace: Wilson's interval for one observation
     s2 = rows[("s2", "A", "ndcg@10")]
     assert s2["n"] == 1 and s2["mean"] == pytest.approx(0.9)
-    assert pd.isna(s2["ci_low"]) and pd.isna(s2["ci_high"])
+    assert (s2["ci_low"], s2["ci_high"]) == pytest.approx(wilson(0.9, 1))
+    # every interval lies in [0, 1] and holds its mean
+    for row in rows.values():
+        if not pd.isna(row["mean"]):
+            low, mean, high = (float(row[k]) for k in ("ci_low", "mean", "ci_high"))  # type: ignore[arg-type]
+            assert 0 <= low <= mean <= high <= 1
+
+
+def wilson(p: float, m: float) -> tuple[float, float]:
+    """Wilson's score interval of a proportion p of m at z = Z."""
+    centre = (p + Z**2 / (2 * m)) / (1 + Z**2 / m)
+    half = Z / (1 + Z**2 / m) * math.sqrt(p * (1 - p) / m + Z**2 / (4 * m**2))
+    return centre - half, centre + half
 
 
 def test_overall_row_pools_every_segment_of_the_variant(conn: duckdb.DuckDBPyConnection) -> None:

@@ -3,12 +3,59 @@ a sustained drop."""
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import os
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
 from pydantic import Field
 
 from retrieval_pipeline.live.rules import COVERAGE, MonitorConfig, rules_from_assignments
+
+if TYPE_CHECKING:
+    from retrieval_pipeline.live.prometheus import LiveMetrics, MetricsServer
+    from retrieval_pipeline.records import TraceRecord
+
+METRICS_PORT_ENV = "RETRIEVAL_PIPELINE_LIVE_METRICS_PORT"
+# The counters and /metrics server of this process, by requested port: a sensor's ticks run in
+# the same long-lived code-server process, so the counters add up across ticks.
+_SERVED: dict[int, tuple[LiveMetrics, MetricsServer]] = {}
+# Digests of the cursors whose ticks were counted (the most recent ones): a tick evaluated again
+# from the same cursor (its result was lost) reads the same traces and is not counted twice.
+_COUNTED: deque[str] = deque(maxlen=64)
+Scored = tuple["TraceRecord", bool, dict[str, float] | None]
+
+
+def metrics_port_from_env() -> int | None:
+    """$RETRIEVAL_PIPELINE_LIVE_METRICS_PORT as a port (0: a free one); None when unset."""
+    text = os.environ.get(METRICS_PORT_ENV, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise ValueError(f"{METRICS_PORT_ENV} must be a port number 0..65535, got {text!r}")
+    return int(text)
+
+
+def served_live_metrics(port: int) -> LiveMetrics:
+    """The process's live counters, served on 127.0.0.1:`port` from the first call on."""
+    if port not in _SERVED:
+        from retrieval_pipeline.live.prometheus import LiveMetrics, MetricsServer
+
+        metrics = LiveMetrics()
+        server = MetricsServer(metrics.registry, port)
+        server.start()
+        _SERVED[port] = (metrics, server)
+    return _SERVED[port][0]
+
+
+def stop_serving_live_metrics() -> None:
+    """Stop every /metrics server this process started (tests, shutdown)."""
+    while _SERVED:
+        _, (_, server) = _SERVED.popitem()
+        server.stop()
+    _COUNTED.clear()
 
 
 class LiveMonitorResource(dg.ConfigurableResource):
@@ -34,6 +81,26 @@ class LiveMonitorResource(dg.ConfigurableResource):
     backfill_days: int = 0
     # Keeps one tick well inside the sensor's time limit; the rest is read on the next ticks.
     max_records_per_tick: int = 50_000
+    # Serve Prometheus counters of the scored traces on 127.0.0.1:PORT/metrics (None: do not;
+    # default $RETRIEVAL_PIPELINE_LIVE_METRICS_PORT); needs the prometheus extra.
+    metrics_port: int | None = Field(default_factory=metrics_port_from_env)
+
+    def live_metrics(self) -> LiveMetrics | None:
+        """The served counters, or None when `metrics_port` is unset."""
+        return None if self.metrics_port is None else served_live_metrics(self.metrics_port)
+
+    def count_tick(self, cursor: str | None, scored: Sequence[Scored]) -> None:
+        """Add a kept tick's scored traces to the served counters (nothing when `metrics_port`
+        is unset), once per starting cursor."""
+        metrics = self.live_metrics()
+        if metrics is None:
+            return
+        digest = hashlib.blake2b((cursor or "").encode("utf-8"), digest_size=16).hexdigest()
+        if digest in _COUNTED:
+            return
+        _COUNTED.append(digest)
+        for record, in_sample, scores in scored:
+            metrics.observe_trace(record, in_sample, scores)
 
     def monitor_config(self) -> MonitorConfig:
         return MonitorConfig(

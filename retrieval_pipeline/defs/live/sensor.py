@@ -34,6 +34,7 @@ from retrieval_pipeline.live.events import (
 from retrieval_pipeline.live.rows import event_rows
 from retrieval_pipeline.live.rules import COVERAGE
 from retrieval_pipeline.live.tailing import StoreCursor
+from retrieval_pipeline.records import TraceRecord
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.store import TraceStoreError
 from retrieval_pipeline.warehouse.live import open_warehouse, record_events
@@ -124,6 +125,8 @@ def live_monitor_tick(
     """One tick: read what arrived, score the sample, record closed windows, report events."""
     config = live_monitor.monitor_config()
     cursor = StoreCursor.from_json(context.cursor) if context.cursor else StoreCursor()
+    # the traces scored, counted for Prometheus only once this tick's cursor is kept
+    scored: list[tuple[TraceRecord, bool, dict[str, float] | None]] = []
     try:
         step = advance(
             trace_store.get_store(),
@@ -131,6 +134,7 @@ def live_monitor_tick(
             config,
             limit=live_monitor.max_records_per_tick,
             backfill_days=live_monitor.backfill_days,
+            on_trace=lambda *trace: scored.append(trace),
         )
     except (TraceStoreError, OSError) as exc:
         return dg.SkipReason(f"cannot read the trace store ({exc}); the cursor is unchanged")
@@ -165,6 +169,7 @@ def live_monitor_tick(
         finally:
             conn.close()
 
+    live_monitor.count_tick(context.cursor, scored)
     windows = [e for e in step.events if isinstance(e, WindowSummary)]
     alerts = [e for e in step.events if isinstance(e, Alert)]
     recoveries = [e for e in step.events if isinstance(e, Recovery)]

@@ -14,9 +14,12 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pandas as pd
 
 from retrieval_pipeline import gate
 from retrieval_pipeline.defs.executor import POOL
+from retrieval_pipeline.defs.nightly import history
+from retrieval_pipeline.defs.nightly.metrics_file import write_day
 from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
 from retrieval_pipeline.defs.resources import (
     PipelineSettingsResource,
@@ -30,12 +33,12 @@ from retrieval_pipeline.ingest.phoenix import PhoenixError
 from retrieval_pipeline.reports import judged, regression_html
 from retrieval_pipeline.reports.regression import RegressionReport, build_report
 from retrieval_pipeline.segments import OVERALL_SEGMENT
-from retrieval_pipeline.store import TraceStoreError, day_source
-from retrieval_pipeline.text import markdown_table
+from retrieval_pipeline.store import MissingDayError, TraceStoreError, day_source
 from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
 from retrieval_pipeline.warehouse.judgments import judged_query_counts
+from retrieval_pipeline.warehouse.sources import TraceSource
 from retrieval_pipeline.warehouse.steps import (
     LabelCounts,
     MetricCounts,
@@ -79,19 +82,27 @@ def traces(
     trace_store: TraceStoreResource,
 ) -> dg.MaterializeResult:
     """The day's trace records, validated into `traces`; the rest in `quarantine` with reasons.
-    A trace with no labels of its own is labelled by its query's judgments, if any.
 
     Span exports among the day's files, or a Phoenix store's spans, become records through the
-    config's `[trace_format]`; their first stage (the retriever) is what is scored. Each day is
-    replaced in one transaction, so re-running a day never duplicates rows."""
+    config's `[trace_format]`; their first stage (the retriever) is what is scored. A trace with
+    no labels of its own is labelled by its query's judgments, if any. Each day is replaced in
+    one transaction, so re-running a day never duplicates rows."""
     start, end = partition_days(context)
     spans = trace_store.span_reading()
     per_day: list[tuple[date, IngestCounts]] = []
+    files_by_day: list[tuple[date, TraceSource]] = []
+    missing: dict[date, str] = {}
     try:
         store = trace_store.get_store()
-        files_by_day = [(day, day_source(store, day)) for day in gate.days_between(start, end)]
+        for day in gate.days_between(start, end):
+            try:
+                files_by_day.append((day, day_source(store, day)))
+            except MissingDayError as exc:
+                missing[day] = str(exc)  # the days the store has are scored all the same
     except (TraceStoreError, StoreError) as exc:
         raise dg.Failure(description=str(exc)) from exc
+    if not files_by_day:
+        raise dg.Failure(description="\n".join(missing.values()))
     with warehouse.get_connection() as conn:
         for day, files in files_by_day:
             try:
@@ -115,50 +126,31 @@ def traces(
                     description=f"cannot ingest {day.isoformat()}: the warehouse could not be "
                     f"written ({words})"
                 ) from exc
-    skipped = sum(c.skipped for _, c in per_day)
-    read = sum(c.read for _, c in per_day) - skipped  # records; skipped spans are not
-    quarantined = sum(c.quarantined for _, c in per_day)
-    outside = sum(c.outside_day for _, c in per_day)
-    empty = [d.isoformat() for d, c in per_day if c.read == 0]
-    summary = (
-        f"{read} records from {sum(c.files for _, c in per_day)} file(s): "
-        f"{read - quarantined} valid, {quarantined} quarantined"
+    note = (
+        ""
+        if warehouse.store_retrieved_ids
+        else "; retrieved id lists not stored (RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS):"
+        " n_retrieved keeps each list's length"
     )
-    if skipped:
-        summary += f"; {skipped} span(s) of other kinds or stages skipped"
-    if outside:
-        summary += (
-            f"; {outside} valid record(s) have a timestamp on another UTC day"
-            " (kept under the store's day)"
-        )
-    if empty:
-        summary += "; no data for " + ", ".join(empty)
-    if not warehouse.store_retrieved_ids:
-        summary += (
-            "; retrieved id lists not stored (RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS):"
-            " n_retrieved keeps each list's length"
-        )
-    context.log.info(summary)
-    return dg.MaterializeResult(
-        metadata={
+    total = history.ingest_metadata(per_day, missing, note)
+    context.log.info(str(total["summary"]))
+    for day, reason in missing.items():
+        context.log.warning(f"{reason}: nothing scored for {day.isoformat()}")
+    by_day = {day: history.ingest_metadata([(day, c)], {}, note) for day, c in per_day}
+    for day, reason in missing.items():
+        by_day[day] = history.ingest_metadata([], {day: reason}, note)
+    return history.result(
+        context,
+        start,
+        end,
+        by_day,
+        {
             **range_metadata(start, end),
-            "summary": summary,
-            "records_read": read,
-            "records_valid": read - quarantined,
-            "records_quarantined": quarantined,
-            "quarantine_rate": quarantined / read if read else float("nan"),
-            "duplicate_ids_dropped": sum(c.duplicate_ids_dropped for _, c in per_day),
-            "records_outside_day": outside,
-            "spans_skipped": skipped,
+            "range_summary": total["summary"],
             "retrieved_ids_stored": warehouse.store_retrieved_ids,
             "store": store.describe(),
-            "per_day": dg.MetadataValue.md(
-                markdown_table(
-                    ["day", "files", "read", "valid", "quarantined"],
-                    [[d.isoformat(), c.files, c.read, c.valid, c.quarantined] for d, c in per_day],
-                )
-            ),
-        }
+            "per_day": history.ingest_table(per_day),
+        },
     )
 
 
@@ -172,8 +164,8 @@ def corpus(
 
     Without a snapshot the table is empty and no label is treated as stale. A snapshot file that
     has not changed since it was loaded is not read again."""
+    store = trace_store.get_store()
     try:
-        store = trace_store.get_store()
         path = store.corpus_file()
     except TraceStoreError as exc:
         raise dg.Failure(description=str(exc)) from exc
@@ -193,19 +185,18 @@ def corpus(
             f"; {loaded.rejected} row(s) could not be read and their documents are left out"
             f" (table corpus_rejects), first: {loaded.first_rejects[0]}"
         )
-        context.log.warning(summary)
-    else:
-        context.log.info(summary)
-    return dg.MaterializeResult(
-        metadata={
-            "summary": summary,
+    return history.told(
+        context,
+        summary,
+        bool(loaded.rejected),
+        {
             "documents": loaded.documents,
             "rows_rejected": loaded.rejected,
             "first_rejected_rows": "\n".join(loaded.first_rejects),
             "snapshot": str(path or ""),
             "snapshot_read": not loaded.kept,
             "loaded_at": loaded.loaded_at.isoformat() if loaded.loaded_at else "",
-        }
+        },
     )
 
 
@@ -217,33 +208,29 @@ def labels(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
     with warehouse.get_connection() as conn:
         quality = nightly.quality_counts(conn, start, end)
         # a day at a time, so that a backfill's memory is one day's whatever its length
-        counts = LabelCounts.total(
-            build_labels(conn, day, day, use_corpus=quality.corpus_documents > 0)
+        per_day = {
+            day: build_labels(conn, day, day, use_corpus=quality.corpus_documents > 0)
             for day in gate.days_between(start, end)
-        )
-        judged = judged_query_counts(conn, start, end)
-    rate = counts.stale / counts.labels if counts.labels else float("nan")
-    summary = (
-        f"{counts.labels} labels, {counts.stale} dropped as stale"
-        f" ({counts.traces_with_stale} traces affected)"
-    )
-    if judged.judged:
-        summary += (
-            f"; {judged.judged} judged queries, {judged.without_trace} of them with no trace"
-            " in these days"
-        )
-    return dg.MaterializeResult(
-        metadata={
-            **range_metadata(start, end),
-            "summary": summary,
-            "labels": counts.labels,
-            "stale_labels": counts.stale,
-            "stale_label_rate": rate,
-            "traces_with_stale_labels": counts.traces_with_stale,
-            "corpus_used": quality.corpus_documents > 0,
-            "judged_queries": judged.judged,
-            "judged_queries_without_trace": judged.without_trace,
         }
+        judged_queries = judged_query_counts(conn, start, end)
+    total = history.label_metadata(LabelCounts.total(per_day.values()))
+    if judged_queries.judged:
+        total["summary"] = (
+            f"{total['summary']}; {judged_queries.judged} judged queries,"
+            f" {judged_queries.without_trace} of them with no trace in these days"
+        )
+    return history.result(
+        context,
+        start,
+        end,
+        {day: history.label_metadata(c) for day, c in per_day.items()},
+        {
+            **range_metadata(start, end),
+            "range_summary": total["summary"],
+            "corpus_used": quality.corpus_documents > 0,
+            "judged_queries": judged_queries.judged,
+            "judged_queries_without_trace": judged_queries.without_trace,
+        },
     )
 
 
@@ -259,10 +246,11 @@ def query_metrics(
     start, end = partition_days(context)
     config = settings.load()
     metrics = config.scored_metrics()
+    names = [m.name for m in metrics]
     with warehouse.get_connection() as conn:
         # a day at a time, so that a backfill's memory is one day's whatever its length
-        counts = MetricCounts.total(
-            compute_query_metrics(
+        per_day = {
+            day: compute_query_metrics(
                 conn,
                 metrics,
                 day,
@@ -273,29 +261,19 @@ def query_metrics(
                 judged_only=config.judged_only,
             )
             for day in gate.days_between(start, end)
-        )
-    names = ", ".join(m.name for m in metrics)
-    lists = " (condensed lists: unjudged documents removed)" if config.judged_only else ""
-    summary = (
-        f"{counts.traces} traces scored on {names}{lists}: {counts.annotated} "
-        f"annotated ({counts.by_own_labels} by their own labels, {counts.by_judgments} by the "
-        f"judgments), {counts.unannotated} unannotated, {counts.no_relevant} with no relevant "
-        "label"
-    )
-    return dg.MaterializeResult(
-        metadata={
-            **range_metadata(start, end),
-            "summary": summary,
-            "traces": counts.traces,
-            "annotated_traces": counts.annotated,
-            "traces_labelled_by_own_labels": counts.by_own_labels,
-            "traces_labelled_by_judgments": counts.by_judgments,
-            "unannotated_traces": counts.unannotated,
-            "no_relevant_traces": counts.no_relevant,
-            "coverage": counts.annotated / counts.traces if counts.traces else float("nan"),
-            "metrics": names,
-            "judged_only": config.judged_only,
         }
+    lists = config.judged_only
+    total = history.metric_metadata(MetricCounts.total(per_day.values()), names, lists)
+    return history.result(
+        context,
+        start,
+        end,
+        {day: history.metric_metadata(c, names, lists) for day, c in per_day.items()},
+        {
+            **range_metadata(start, end),
+            "range_summary": total["summary"],
+            "judged_only": config.judged_only,
+        },
     )
 
 
@@ -311,35 +289,24 @@ def segment_metrics(
     config = settings.load()
     with warehouse.get_connection() as conn:
         rows = nightly.build_segment_metrics(conn, config, start, end)
-    misses = gate.misses_of(rows)
-    statuses = rows["status"].value_counts().to_dict() if not rows.empty else {}
-    groups = rows.drop_duplicates(["partition_date", "segment", "variant"]) if len(rows) else rows
-    summary = (
-        f"{len(groups)} segment/variant rows: "
-        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
-        if len(rows)
-        else "no data: no traces in these partitions"
-    )
     coverage_metric = config.coverage_metric()
-    last_day = rows[rows["partition_date"] == rows["partition_date"].max()] if len(rows) else rows
-    judged_words = judged.segment_gap_warnings(last_day, coverage_metric)
-    return dg.MaterializeResult(
-        metadata={
+    by_day = {}
+    for day in gate.days_between(start, end):
+        of_day = rows[rows["partition_date"].dt.date == day] if len(rows) else rows
+        by_day[day] = history.segment_metadata(of_day, False) | _judged_metadata(
+            of_day, coverage_metric
+        )
+    total = history.segment_metadata(rows, with_day=True)
+    return history.result(
+        context,
+        start,
+        end,
+        by_day,
+        {
             **range_metadata(start, end),
-            "summary": summary,
-            "rows": len(rows),
-            "misses": len(misses),
-            "misses_in_words": "\n".join(m.words(with_day=start != end) for m in misses) or "none",
-            # the list-level coverage beside the annotation coverage, per variant overall
-            **{
-                f"{coverage_metric} ({variant})": share
-                for (segment, variant), share in sorted(
-                    judged.judged_shares(last_day, coverage_metric).items()
-                )
-                if segment == OVERALL_SEGMENT
-            },
-            "judged_share_warnings": "\n".join(judged_words) or "none",
-        }
+            "range_summary": total["summary"],
+            "range_misses_in_words": total["misses_in_words"],
+        },
     )
 
 
@@ -364,6 +331,7 @@ def regression_report(
             day_trend = read_segment_trend(conn, day, metrics)
             regression_html.write_regression_html(reports[-1], day_trend, config, folder)
     written: list[str] = []
+    by_day: dict[date, history.Metadata] = {}
     for day_report in reports:
         stem = folder / f"regression_report_{day_report.partition.isoformat()}"
         write_atomically(
@@ -373,16 +341,33 @@ def regression_report(
             }
         )
         written += [f"{stem}.md", f"{stem}.json", f"{stem}.html"]
-    last = reports[-1]
-    metadata: dict[str, dg.RawMetadataValue] = {
-        **range_metadata(start, end),
-        "summary": "\n".join(r.summary() for r in reports),
-        "misses": sum(len(r.misses) for r in reports),
-        "report": dg.MetadataValue.md(last.to_markdown()),
-        "files": "\n".join(written),
-        "markdown_path": dg.MetadataValue.path(f"{folder}/regression_report_{end}.md"),
+        by_day[day_report.partition] = history.report_metadata(day_report, str(stem))
+    with warehouse.get_connection() as conn:
+        metrics_file = write_day(conn, end)  # the newest day of the range, for Prometheus
+    return history.result(
+        context,
+        start,
+        end,
+        by_day,
+        {
+            **range_metadata(start, end),
+            **metrics_file,
+            "range_summary": "\n".join(r.summary() for r in reports),
+            "range_files": "\n".join(written),
+        },
+    )
+
+
+def _judged_metadata(rows: pd.DataFrame, coverage_metric: str) -> history.Metadata:
+    """The list-level coverage beside the annotation coverage: each variant's judged share
+    (overall), and the warnings of a variant judged much less than another."""
+    shares = judged.judged_shares(rows, coverage_metric) if len(rows) else {}
+    words = judged.segment_gap_warnings(rows, coverage_metric) if len(rows) else []
+    return {
+        **{
+            f"{coverage_metric} ({variant})": share
+            for (segment, variant), share in sorted(shares.items())
+            if segment == OVERALL_SEGMENT
+        },
+        "judged_share_warnings": "\n".join(words) or "none",
     }
-    if start == end:
-        # one point per partition: a range run would stamp one day's numbers on every day
-        metadata |= {name: value for name, value in last.headline_values().items()}
-    return dg.MaterializeResult(metadata=metadata)

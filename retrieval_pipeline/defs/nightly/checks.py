@@ -5,7 +5,8 @@ Each check reads the warehouse for the run's partition range and records that ra
 metadata (`partition_start`, `partition_end`), which the deploy gate compares with its own.
 The threshold and coverage checks sit on `regression_report` (whose rows carry each segment's
 status), so a failing day still gets its report and only the deploy gate is stopped; the
-quarantine check sits on `traces` and stops the run before anything is scored on broken input.
+quarantine check sits on `traces` and stops the run before anything is scored on broken input
+(days without data alone let the days with data be scored; the gate still refuses them).
 """
 
 from collections.abc import Callable
@@ -87,14 +88,21 @@ def quarantine_rate(
     warehouse: WarehouseResource,
     settings: PipelineSettingsResource,
 ) -> dg.AssetCheckResult:
-    """Fails when a day's share of quarantined records exceeds the configured limit."""
+    """Fails when a day's share of quarantined records exceeds the configured limit, or a day
+    has no data. Broken input (a day over the limit) stops the run before anything is scored;
+    days without data alone fail it at warning severity, so that a backfill still scores the
+    days it has and the deploy gate refuses the missing ones (it requires this check passed)."""
     start, end = partition_days(context)
     per_day = _daily_shares(
         warehouse, start, end, lambda c: (c.quarantined_records, c.records_read)
     )
     limit = settings.load().checks.max_quarantine_rate
     verdict = gate.rate_verdict("quarantine rate", per_day, limit, "records read", start, end)
-    return _result(verdict, dg.AssetCheckSeverity.ERROR)
+    broken = any(whole and part / whole > limit for part, whole in per_day.values())
+    has_data = any(whole for _, whole in per_day.values())
+    blocking = broken or not has_data
+    severity = dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN
+    return _result(verdict, severity)
 
 
 @dg.asset_check(asset=labels, blocking=False, pool=POOL)

@@ -7,17 +7,19 @@ missing or covers other days.
 """
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import dagster as dg
 
 from retrieval_pipeline import gate
+from retrieval_pipeline.defs.nightly import history
 from retrieval_pipeline.defs.nightly.assets import (
     GROUP,
     SINGLE_RUN,
     range_metadata,
     regression_report,
 )
+from retrieval_pipeline.defs.nightly.metrics_file import record_success
 from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
 from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
 from retrieval_pipeline.files import write_atomically
@@ -114,6 +116,8 @@ def deploy_gate(
     folder = settings.approvals_folder(warehouse)
     approved_at = datetime.now(UTC).isoformat(timespec="seconds")
     written: list[str] = []
+    by_day: dict[date, history.Metadata] = {}
+    passed = ", ".join(f"{name} passed" for name in BLOCKING_CHECKS)
     for day in gate.days_between(start, end):
         # one record per day, so a deploy system finds a day's approval by its name
         record = gate.approval_record(
@@ -125,12 +129,19 @@ def deploy_gate(
         path = folder / f"deploy_approval_{day.isoformat()}.json"
         write_atomically({path: json.dumps(record, indent=2) + "\n"})
         written.append(str(path))
-    return dg.MaterializeResult(
-        metadata={
-            **range_metadata(start, end),
-            "summary": f"approved {gate.window_text(start, end)}: "
-            + ", ".join(f"{name} passed" for name in BLOCKING_CHECKS),
-            "approval_records": "\n".join(written),
-            "approval_record": dg.MetadataValue.path(written[-1]),
+        by_day[day] = {
+            "summary": f"approved {day.isoformat()}: {passed}",
+            "approval_record": dg.MetadataValue.path(str(path)),
         }
+    return history.result(
+        context,
+        start,
+        end,
+        by_day,
+        {
+            **range_metadata(start, end),
+            "range_summary": f"approved {gate.window_text(start, end)}: {passed}",
+            "approval_records": "\n".join(written),
+            **record_success(end),
+        },
     )

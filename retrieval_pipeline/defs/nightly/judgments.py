@@ -4,6 +4,7 @@ day's ingestion labels the traces that carry no labels of their own (`warehouse.
 import dagster as dg
 
 from retrieval_pipeline.defs.executor import POOL
+from retrieval_pipeline.defs.nightly import history
 from retrieval_pipeline.defs.nightly.assets import GROUP, KINDS, SINGLE_RUN
 from retrieval_pipeline.defs.resources import TraceStoreResource, WarehouseResource
 from retrieval_pipeline.ingest.filesystems import StoreError
@@ -35,12 +36,11 @@ def judgments(
         summary = f"no judgments/ in {store.describe()}: traces are scored on their own labels"
     if loaded.quarantined:
         summary += f"; first quarantined: {loaded.first_rejects[0]}"
-        context.log.warning(summary)
-    else:
-        context.log.info(summary)
-    return dg.MaterializeResult(
-        metadata={
-            "summary": summary,
+    return history.told(
+        context,
+        summary,
+        bool(loaded.quarantined),
+        {
             "judgments": loaded.judgments,
             "judged_queries": loaded.queries,
             "files": loaded.files,
@@ -50,5 +50,5 @@ def judgments(
             "first_quarantined_lines": "\n".join(loaded.first_rejects),
             "first_replaced_judgments": "\n".join(loaded.repeats),
             "sources": "\n".join(str(source) for source in sources),
-        }
+        },
     )

@@ -1,0 +1,193 @@
+"""Each partition's own metadata, so the Dagster UI has a history: one point per day in every
+Plots view, also after a backfill of many days in one run.
+
+A run over a partition range materializes every partition with the one `MaterializeResult` the
+asset returns; `context.add_asset_metadata(..., partition_key=day)` overrides its keys for that
+day. The assets therefore return the range's metadata and give each day its own numbers, misses
+and report paths (`result`). The builders here turn one day's (or the range's) counts into
+metadata in words and numbers; a value that does not exist (a rate with nothing counted) is left
+out rather than plotted as NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from retrieval_pipeline import gate
+from retrieval_pipeline.reports.regression import RegressionReport
+from retrieval_pipeline.segments import OVERALL_SEGMENT
+from retrieval_pipeline.text import markdown_table
+from retrieval_pipeline.warehouse.ingestion import IngestCounts
+from retrieval_pipeline.warehouse.steps import LabelCounts, MetricCounts
+
+# metadata values as the assets hand them to Dagster (numbers, text, dg.MetadataValue)
+Metadata = dict[str, Any]
+
+
+def result(
+    context: dg.AssetExecutionContext,
+    start: date,
+    end: date,
+    by_day: Mapping[date, Metadata],
+    run: Metadata,
+) -> dg.MaterializeResult:
+    """The materialization of a one-day run: the day's metadata and `run`'s. Of a range run:
+    each day its own, and `run` on every day; `run` must then hold only what is true of the
+    whole range (the range itself, a table of its days, `range_summary`), since a key a day
+    lacks would show the range's value on that day."""
+    if start == end:  # the day's own numbers say what the range totals would repeat
+        kept = {key: value for key, value in run.items() if not key.startswith("range_")}
+        return dg.MaterializeResult(metadata={**kept, **by_day.get(start, {})})
+    for day, metadata in by_day.items():
+        context.add_asset_metadata(dict(metadata), partition_key=day.isoformat())
+    return dg.MaterializeResult(metadata=run)
+
+
+def ingest_metadata(
+    per_day: Sequence[tuple[date, IngestCounts]], missing: Mapping[date, str], note: str = ""
+) -> Metadata:
+    """What `traces` read: records, valid, quarantined, and the days the store lacks; `note`
+    ends the summary."""
+    skipped = sum(c.skipped for _, c in per_day)
+    read = sum(c.read for _, c in per_day) - skipped  # records; skipped spans are not
+    quarantined = sum(c.quarantined for _, c in per_day)
+    outside = sum(c.outside_day for _, c in per_day)
+    empty = [d.isoformat() for d, c in per_day if c.read == 0]
+    summary = (
+        f"{read} records from {sum(c.files for _, c in per_day)} file(s): "
+        f"{read - quarantined} valid, {quarantined} quarantined"
+    )
+    if skipped:
+        summary += f"; {skipped} span(s) of other kinds or stages skipped"
+    if outside:
+        summary += (
+            f"; {outside} valid record(s) have a timestamp on another UTC day"
+            " (kept under the store's day)"
+        )
+    if empty:
+        summary += "; no data for " + ", ".join(empty)
+    if missing:
+        summary += "; missing: " + "; ".join(missing.values())
+    metadata: Metadata = {
+        "summary": summary + note,
+        "records_read": read,
+        "records_valid": read - quarantined,
+        "records_quarantined": quarantined,
+        "duplicate_ids_dropped": sum(c.duplicate_ids_dropped for _, c in per_day),
+        "records_outside_day": outside,
+        "spans_skipped": skipped,
+    }
+    if read:
+        metadata["quarantine_rate"] = quarantined / read
+    return metadata
+
+
+def ingest_table(per_day: Sequence[tuple[date, IngestCounts]]) -> dg.MetadataValue:
+    return dg.MetadataValue.md(
+        markdown_table(
+            ["day", "files", "read", "valid", "quarantined"],
+            [[d.isoformat(), c.files, c.read, c.valid, c.quarantined] for d, c in per_day],
+        )
+    )
+
+
+def label_metadata(counts: LabelCounts) -> Metadata:
+    metadata: Metadata = {
+        "summary": (
+            f"{counts.labels} labels, {counts.stale} dropped as stale"
+            f" ({counts.traces_with_stale} traces affected)"
+        ),
+        "labels": counts.labels,
+        "stale_labels": counts.stale,
+        "traces_with_stale_labels": counts.traces_with_stale,
+    }
+    if counts.labels:
+        metadata["stale_label_rate"] = counts.stale / counts.labels
+    return metadata
+
+
+def metric_metadata(
+    counts: MetricCounts, metrics: Sequence[str], judged_only: bool = False
+) -> Metadata:
+    lists = " (condensed lists: unjudged documents removed)" if judged_only else ""
+    metadata: Metadata = {
+        "summary": (
+            f"{counts.traces} traces scored on {', '.join(metrics)}{lists}: {counts.annotated} "
+            f"annotated ({counts.by_own_labels} by their own labels, {counts.by_judgments} by "
+            f"the judgments), {counts.unannotated} unannotated, {counts.no_relevant} with no "
+            "relevant label"
+        ),
+        "traces": counts.traces,
+        "annotated_traces": counts.annotated,
+        "traces_labelled_by_own_labels": counts.by_own_labels,
+        "traces_labelled_by_judgments": counts.by_judgments,
+        "unannotated_traces": counts.unannotated,
+        "no_relevant_traces": counts.no_relevant,
+        "metrics": ", ".join(metrics),
+    }
+    if counts.traces:
+        metadata["coverage"] = counts.annotated / counts.traces
+    return metadata
+
+
+def segment_metadata(rows: pd.DataFrame, with_day: bool) -> Metadata:
+    """Rows, verdicts and misses of `segment_metrics` rows (one day's or a range's)."""
+    misses = gate.misses_of(rows)
+    statuses = rows["status"].value_counts().to_dict() if not rows.empty else {}
+    groups = rows.drop_duplicates(["partition_date", "segment", "variant"]) if len(rows) else rows
+    summary = (
+        f"{len(groups)} segment/variant rows: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+        if len(rows)
+        else "no data: no traces in these partitions"
+    )
+    return {
+        "summary": summary,
+        "rows": len(rows),
+        "misses": len(misses),
+        "misses_in_words": "\n".join(m.words(with_day=with_day) for m in misses) or "none",
+    }
+
+
+def segment_values(report: RegressionReport) -> dict[str, float]:
+    """Each headline metric of each segment and variant (the overall rows are the headline
+    values): `ndcg@10 (multi_hop, candidate)`, so a segment's drop shows in the Plots view."""
+    out: dict[str, float] = {}
+    if report.rows.empty:
+        return out
+    for row in report.rows.to_dict(orient="records"):
+        if row["segment"] == OVERALL_SEGMENT or row["metric"] not in report.headline_metrics:
+            continue
+        mean = row["mean"]
+        if isinstance(mean, int | float) and not pd.isna(mean):
+            out[f"{row['metric']} ({row['segment']}, {row['variant']})"] = float(mean)
+    return dict(sorted(out.items()))
+
+
+def report_metadata(report: RegressionReport, stem: str) -> Metadata:
+    """One day's report: its summary, misses, the report itself, its files, and its numbers
+    (headline and per segment) for the Plots view."""
+    return {
+        "summary": report.summary(),
+        "misses": len(report.misses),
+        "watch": len(report.watch()),
+        "watch_in_words": "\n".join(w.words() for w in report.watch()) or "none",
+        "report": dg.MetadataValue.md(report.to_markdown()),
+        "files": "\n".join(f"{stem}.{suffix}" for suffix in ("md", "json", "html")),
+        "markdown_path": dg.MetadataValue.path(f"{stem}.md"),
+        **report.headline_values(),
+        **segment_values(report),
+    }
+
+
+def told(
+    context: dg.AssetExecutionContext, summary: str, warning: bool, metadata: Mapping[str, Any]
+) -> dg.MaterializeResult:
+    """Log `summary` (a warning when something was rejected) and return it first in the metadata."""
+    (context.log.warning if warning else context.log.info)(summary)
+    return dg.MaterializeResult(metadata={"summary": summary, **metadata})

@@ -1,0 +1,175 @@
+"""After `./scripts/quickstart` (14 days of sample traces, 13 backfilled in one run, then the
+nightly run of the last), the Dagster UI has a history: Dagster's GraphQL API returns 14 plotted
+points per headline series and per segment series, every partition is materialized, and the asset
+page's Plots view draws them (a screenshot in headless Chromium).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser import CHROMIUM
+from tests.prometheus_server import free_port, stop_group
+
+ROOT = Path(__file__).resolve().parents[2]
+WEBSERVER = Path(sys.executable).with_name("dagster-webserver")
+DAYS = 14
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed"),
+    pytest.mark.skipif(not WEBSERVER.exists(), reason="dagster-webserver is not installed"),
+]
+
+
+def graphql(url: str, query: str) -> Any:
+    request = urllib.request.Request(
+        f"{url}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = json.load(response)
+    assert "errors" not in body, body
+    return body["data"]
+
+
+MATERIALIZATIONS = """
+{ assetOrError(assetKey: {path: ["regression_report"]}) { ... on Asset {
+    assetMaterializations(limit: 1000) {
+      partition timestamp
+      metadataEntries { label ... on FloatMetadataEntry { floatValue } } } } } }
+"""
+PARTITION_STATS = """
+{ assetNodeOrError(assetKey: {path: ["%s"]}) { ... on AssetNode {
+    partitionStats { numMaterialized numPartitions numFailed } } } }
+"""
+
+
+def plotted_points(url: str) -> dict[str, dict[str, float]]:
+    """Series -> partition -> value, from each partition's latest materialization: what the
+    Plots view draws."""
+    events = graphql(url, MATERIALIZATIONS)["assetOrError"]["assetMaterializations"]
+    latest: dict[str, dict[str, Any]] = {}
+    for event in events:
+        seen = latest.get(event["partition"])
+        if seen is None or float(event["timestamp"]) > float(seen["timestamp"]):
+            latest[event["partition"]] = event
+    series: dict[str, dict[str, float]] = defaultdict(dict)
+    for partition, event in latest.items():
+        for entry in event["metadataEntries"]:
+            if "floatValue" in entry:
+                series[entry["label"]][partition] = entry["floatValue"]
+    return series
+
+
+def test_the_ui_plots_every_day_after_the_quickstart(tmp_path: Path) -> None:
+    data = tmp_path / "quickstart"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_PIPELINE_")}
+    env |= {"RETRIEVAL_PIPELINE_QUICKSTART_DIR": str(data)}
+    env.pop("DAGSTER_HOME", None)
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "quickstart")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    # the check's words end the run, and the hint opens this very instance
+    assert any(line.startswith("  multi_hop / candidate: ndcg@10 = ") for line in lines), lines
+    home = data / "dagster_home"
+    assert lines[-1].startswith(f"Browse the runs and each day's numbers: DAGSTER_HOME={home} ")
+    assert "Traceback" not in done.stdout
+
+    with open(home / "dagster.yaml", "a", encoding="utf-8") as config:
+        config.write("\nnux:\n  enabled: false\n")  # no welcome dialog over the screenshot
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server_env = env | {
+        "DAGSTER_HOME": str(home),
+        "RETRIEVAL_PIPELINE_STORE": str(data / "store"),
+        "RETRIEVAL_PIPELINE_DB": str(data / "warehouse.duckdb"),
+    }
+    with open(tmp_path / "webserver.log", "wb") as log:
+        server = subprocess.Popen(
+            [str(WEBSERVER), "-m", "retrieval_pipeline.defs", "-h", "127.0.0.1", "-p", str(port)],
+            cwd=ROOT,
+            env=server_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/server_info", timeout=5):
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                assert server.poll() is None, (tmp_path / "webserver.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "dagster-webserver did not start"
+                time.sleep(0.5)
+        check_history(url, data)
+        check_screenshot(url, tmp_path)
+    finally:
+        stop_group(server)
+
+
+def check_history(url: str, data: Path) -> None:
+    for asset in ("traces", "segment_metrics", "regression_report"):
+        stats = graphql(url, PARTITION_STATS % asset)["assetNodeOrError"]["partitionStats"]
+        assert stats == {"numMaterialized": DAYS, "numPartitions": DAYS, "numFailed": 0}, asset
+    series = plotted_points(url)
+    reports = {
+        path.stem.removeprefix("regression_report_"): json.loads(path.read_text())
+        for path in (data / "reports").glob("regression_report_*.json")
+    }
+    assert len(reports) == DAYS
+    headline = {name for report in reports.values() for name in report["headline"]}
+    assert headline == {f"{m} ({v})" for m in ("ndcg@10", "mrr") for v in ("control", "candidate")}
+    for name in headline:
+        assert series[name] == pytest.approx(
+            {day: report["headline"][name] for day, report in reports.items()}
+        ), name
+    segment = series["ndcg@10 (multi_hop, candidate)"]
+    assert len(segment) == DAYS
+    last = max(segment)
+    assert segment[last] < min(v for day, v in segment.items() if day != last) - 0.1  # the drop
+
+
+def check_screenshot(url: str, folder: Path) -> None:
+    from PIL import Image
+
+    from tests.devtools import chromium_page
+
+    with chromium_page(folder) as page:
+        page.open(f"{url}/assets/regression_report")
+        button = (
+            "[...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'Plots')"
+        )
+        page.wait_for(f"!!{button}", "the metadata's Plots button")
+        page.js(f"{button}.click()")
+        page.wait_for("document.querySelectorAll('canvas').length >= 4", "the plots")
+        page.wait_for(
+            "document.body.innerText.includes('ndcg@10 (multi_hop, candidate)')", "a segment plot"
+        )
+        time.sleep(1)  # the charts' first animation frame
+        shot = page.screenshot(folder / "regression_report_plots.png")
+    with Image.open(shot) as image:
+        assert image.size == (1400, 2000)
+        colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
+    assert colours is not None and len(colours) > 50  # drawn charts, not a blank page
