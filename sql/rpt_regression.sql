@@ -45,17 +45,9 @@ final as (
         current_day.n,
         current_day.mean,
         -- a day scored before the bounded interval (docs/intervals.md) may hold a normal
-        -- interval past [0, 1]: shown clipped
-        case
-            when current_day.ci_low < 0 then 0.0
-            when current_day.ci_low > 1 then 1.0
-            else current_day.ci_low
-        end as ci_low,
-        case
-            when current_day.ci_high < 0 then 0.0
-            when current_day.ci_high > 1 then 1.0
-            else current_day.ci_high
-        end as ci_high,
+        -- interval past [0, 1]: shown clipped (clamp_unit, sql/macros_intervals.sql)
+        clamp_unit(current_day.ci_low) as ci_low,
+        clamp_unit(current_day.ci_high) as ci_high,
         baseline_window.baseline,
         current_day.threshold,
         current_day.min_annotated,

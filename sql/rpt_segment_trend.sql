@@ -29,7 +29,8 @@ final as (
         segment_metrics.coverage,
         segment_metrics.mean,
         -- rows written before the bounded interval (docs/intervals.md) may hold a normal
-        -- interval past [0, 1]: shown clipped
+        -- interval past [0, 1]: shown clipped (spelled out, not clamp_unit: this read runs on any
+        -- connection to the warehouse, also one without the macros of sql/macros_intervals.sql)
         case
             when segment_metrics.ci_low < 0 then 0.0
             when segment_metrics.ci_low > 1 then 1.0

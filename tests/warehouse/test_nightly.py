@@ -14,6 +14,7 @@ import pytest
 from retrieval_pipeline.config import ChecksConfig, PipelineConfig
 from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.connection import connect
+from retrieval_pipeline.warehouse.trend import read_segment_trend
 
 D1, D2, D3 = date(2026, 11, 28), date(2026, 11, 29), date(2026, 11, 30)
 Z = 1.959963984540054  # Phi^-1(0.975)
@@ -187,3 +188,28 @@ def test_quality_counts() -> None:
     assert (counts.records_read, counts.quarantined_records) == (2, 1)
     assert counts.quarantine_rate == pytest.approx(1 / 2)
     assert counts.stale_label_rate == pytest.approx(1 / 2)
+
+
+def test_an_interval_stored_before_the_bounded_one_is_shown_clipped_to_0_1(
+    conn: duckdb.DuckDBPyConnection,
+) -> None:
+    """A day scored with the old normal interval may hold bounds past [0, 1]: the regression rows
+    and the trend read them clipped (clamp_unit), an absent bound stays absent."""
+    nightly.build_segment_metrics(conn, CONFIG, D3, D3)
+    key = "partition_date = $day and segment = $segment and variant = 'A' and metric = $metric"
+    stored = [("s1", "ndcg@10", -0.25, 1.25), ("s1", "mrr", 0.125, 1.5), ("s2", "mrr", None, 0.5)]
+    for segment, metric, low, high in stored:
+        conn.execute(
+            f"update segment_metrics set ci_low = $low, ci_high = $high where {key}",
+            {"day": D3, "segment": segment, "metric": metric, "low": low, "high": high},
+        )
+    # as stored -> as shown: below 0 reads 0, above 1 reads 1, inside is kept, null stays null
+    shown = {("s1", "ndcg@10"): (0.0, 1.0), ("s1", "mrr"): (0.125, 1.0), ("s2", "mrr"): (None, 0.5)}
+    nightly.build_regression_rows(conn, CONFIG, D3)
+    regression = rows_by_key(nightly.read_regression_rows(conn, D3, D3))
+    trend = rows_by_key(read_segment_trend(conn, D3, ["ndcg@10", "mrr"]))
+    for (segment, metric), (low, high) in shown.items():
+        for rows in (regression, trend):
+            row = rows[(segment, "A", metric)]
+            got_low = None if pd.isna(row["ci_low"]) else row["ci_low"]
+            assert (got_low, row["ci_high"]) == (low, high)
