@@ -12,6 +12,20 @@ from pathlib import Path
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def headless_flags(profile: Path) -> list[str]:
+    """Headless Chromium with a profile of its own and nothing that reaches the network."""
+    return [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+    ]
+
+
 def render(page: str, tmp_path: Path) -> str:
     """Render `page`; assert it drew a non-blank 1200x2400 screenshot and holds no script
     element once parsed; return the parsed DOM."""
@@ -21,16 +35,7 @@ def render(page: str, tmp_path: Path) -> str:
     report = tmp_path / "report.html"
     report.write_text(page, encoding="utf-8")
     shot = tmp_path / "shot.png"
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
+    flags = headless_flags(tmp_path / "profile")
     done = subprocess.run(
         [CHROMIUM, *flags, "--window-size=1200,2400", f"--screenshot={shot}", report.as_uri()],
         capture_output=True,

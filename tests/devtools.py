@@ -19,8 +19,8 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-from tests.browser import CHROMIUM
-from tests.prometheus_server import free_port, stop_group
+from tests.browser import CHROMIUM, headless_flags
+from tests.processes import answers, free_port, stop_group, wait_until
 
 
 class Page:
@@ -75,14 +75,7 @@ def chromium_page(folder: Path) -> Iterator[Page]:
     process = subprocess.Popen(
         [
             CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={folder / 'profile'}",
+            *headless_flags(folder / "profile"),
             f"--remote-debugging-port={port}",
             "--remote-allow-origins=*",
             "about:blank",
@@ -92,16 +85,10 @@ def chromium_page(folder: Path) -> Iterator[Page]:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as r:
-                    targets = json.load(r)
-                break
-            except OSError:
-                assert process.poll() is None, "chromium exited"
-                assert time.monotonic() < deadline, "chromium's DevTools did not answer"
-                time.sleep(0.2)
+        listing = f"http://127.0.0.1:{port}/json/list"
+        wait_until(lambda: answers(listing), process, "chromium's DevTools", 60)
+        with urllib.request.urlopen(listing, timeout=5) as response:
+            targets = json.load(response)
         (tab,) = [t for t in targets if t["type"] == "page"][:1]
         with connect(tab["webSocketDebuggerUrl"], max_size=64 * 2**20) as socket:
             yield Page(socket)

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from tests.processes import answers, free_port, stop_group, wait_until
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -42,28 +40,9 @@ def check_metrics(text: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def get_json(url: str, timeout: float = 5.0) -> Any:
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return json.load(response)
-
-
-def stop_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the process's group, SIGKILL after 10 s; wait for it either way."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
 
 
 class Prometheus:
@@ -113,17 +92,9 @@ def running_prometheus(
         )
     server = Prometheus(f"http://127.0.0.1:{port}", log)
     try:
-        deadline = time.monotonic() + ready_within_s
-        while True:
-            assert process.poll() is None, f"prometheus exited: {server.tail()}"
-            try:
-                with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert time.monotonic() < deadline, f"prometheus not ready: {server.tail()}"
-            time.sleep(0.2)
+        wait_until(
+            lambda: answers(f"{server.url}/-/ready"), process, "prometheus", ready_within_s, log
+        )
         yield server
     finally:
         stop_group(process)

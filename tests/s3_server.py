@@ -10,14 +10,8 @@ address.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,44 +21,15 @@ import pyarrow.fs as pafs
 import pytest
 
 from retrieval_pipeline.ingest.filesystems import S3Settings
+from tests.processes import answers, free_port, stop_group, wait_until
 
 START_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _moto_command(port: int) -> list[str]:
     beside = Path(sys.executable).parent / "moto_server"
     program = [str(beside)] if beside.exists() else [sys.executable, "-m", "moto.server"]
     return [*program, "-H", "127.0.0.1", "-p", str(port)]
-
-
-def _ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto_server exited with {process.returncode}: {log.read_text()}")
-        try:
-            with direct.open(f"{url}/moto-api/", timeout=2):
-                return
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.1)
-    raise RuntimeError(f"moto_server not ready after {START_TIMEOUT_S:.0f} s: {log.read_text()}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
 
 
 @contextmanager
@@ -82,10 +47,17 @@ def moto_server(folder: Path) -> Iterator[str]:
         )
         try:
             url = f"http://127.0.0.1:{port}"
-            _ready(url, process, log)
+            wait_until(
+                lambda: answers(f"{url}/moto-api/"),
+                process,
+                "moto_server",
+                START_TIMEOUT_S,
+                log,
+                poll_s=0.1,
+            )
             yield url
         finally:
-            _stop(process)
+            stop_group(process)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.browser import CHROMIUM
-from tests.prometheus_server import free_port, stop_group
+from tests.processes import answers, free_port, stop_group, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBSERVER = Path(sys.executable).with_name("dagster-webserver")
@@ -114,15 +114,14 @@ def test_the_ui_plots_every_day_after_the_quickstart(tmp_path: Path) -> None:
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/server_info", timeout=5):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                assert server.poll() is None, (tmp_path / "webserver.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "dagster-webserver did not start"
-                time.sleep(0.5)
+        wait_until(
+            lambda: answers(f"{url}/server_info", 5),
+            server,
+            "dagster-webserver",
+            180,
+            tmp_path / "webserver.log",
+            poll_s=0.5,
+        )
         check_history(url, data)
         check_screenshot(url, tmp_path)
     finally:

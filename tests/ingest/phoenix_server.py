@@ -5,19 +5,17 @@ group, whatever happens to the test."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-HOST = "127.0.0.1"
+from tests.processes import HOST, answers, free_port, stop_group, wait_until
+
 # Phoenix is ready in about 30 s on a quiet machine; a shared 2-core one can take a few times that.
 READY_WITHIN_S = 300
 STOP_WITHIN_S = 30
@@ -40,12 +38,6 @@ class PhoenixServer:
             assert response.status == 200, response.read()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
-
-
 def _environment(working_dir: Path, port: int, grpc_port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PHOENIX_", "OTEL_"))}
     env.update(
@@ -58,14 +50,6 @@ def _environment(working_dir: Path, port: int, grpc_port: int) -> dict[str, str]
         PHOENIX_DISABLE_AGENT_ASSISTANT="true",
     )
     return env
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=5) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 @contextmanager
@@ -86,27 +70,9 @@ def phoenix_server(working_dir: Path) -> Iterator[PhoenixServer]:
             start_new_session=True,  # its own process group, so that it stops whole
         )
     try:
-        deadline = time.monotonic() + READY_WITHIN_S
-        while not _ready(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"Phoenix did not start (exit {process.returncode}):\n{tail}")
-            time.sleep(0.5)
+        wait_until(
+            lambda: answers(f"{url}/healthz", 5), process, "Phoenix", READY_WITHIN_S, log, 0.5
+        )
         yield PhoenixServer(url, log)
     finally:
-        _stop(process)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the group, SIGKILL if it lingers, then SIGKILL to whatever of the group is left
-    once the server itself has gone (a worker it started)."""
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=STOP_WITHIN_S)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        pass
-    with suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+        stop_group(process, STOP_WITHIN_S)

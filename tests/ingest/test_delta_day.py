@@ -10,7 +10,8 @@ import pytest
 
 from retrieval_pipeline.ingest.delta import DeltaTableError, delta_days, read_delta_day
 from retrieval_pipeline.ingest.filesystems import S3Settings, StoreError
-from tests.s3_server import S3, free_port
+from tests.processes import free_port
+from tests.s3_server import S3
 
 deltalake = pytest.importorskip("deltalake", reason="the Delta tests need deltalake (test extra)")
 

@@ -23,7 +23,8 @@ from retrieval_pipeline.ingest.filesystems import (
 )
 from retrieval_pipeline.ingest.judgments import read_judgments
 from retrieval_pipeline.ingest.trec import read_trec_run
-from tests.s3_server import S3, free_port
+from tests.processes import free_port
+from tests.s3_server import S3
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 
