@@ -275,6 +275,9 @@ class PipelineConfig(_Section):
     gmax: float = Field(default=DEFAULT_GMAX, gt=0, allow_inf_nan=False, strict=True)
     # every metric on the condensed list: unjudged retrieved documents removed before ranking
     judged_only: bool = Field(default=False, strict=True)
+    # where the nightly's judgments are (files, folders, s3:// URLs), apart from the trace store;
+    # empty: the store's own judgments/ folder (a Phoenix store has none)
+    judgments: tuple[Annotated[str, Field(min_length=1)], ...] = ()
     headline_metrics: tuple[MetricName, ...] = DEFAULT_HEADLINE_METRICS
     thresholds: dict[MetricName, UnitFloat] = Field(
         default_factory=lambda: dict(DEFAULT_THRESHOLDS)

@@ -8,12 +8,14 @@ materialize days of 2026 (defs/partitions.py reads $RETRIEVAL_PIPELINE_START_DAT
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
 import pytest
 
 from retrieval_pipeline.sample import write_sample_store
+from tests.ingest.phoenix_server import PhoenixServer, phoenix_server
 from tests.warehouse_snapshots import write_small_store
 
 os.environ.setdefault("RETRIEVAL_PIPELINE_START_DATE", "2026-01-01")
@@ -35,3 +37,11 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three days of the sample store (seed 11) ending `warehouse_snapshots.DAY`, the regression
     on the last (`warehouse_snapshots.write_small_store`)."""
     return write_small_store(tmp_path_factory.mktemp("small") / "store")
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
+    """A Phoenix server on 127.0.0.1 with an empty SQLite store of its own, started once a
+    session for the tests that need one (each writes its own project)."""
+    with phoenix_server(tmp_path_factory.mktemp("phoenix")) as server:
+        yield server

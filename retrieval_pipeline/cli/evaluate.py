@@ -85,6 +85,13 @@ if TYPE_CHECKING:
     "(default: $RETRIEVAL_PIPELINE_CONFIG, else OpenInference's names).",
 )
 @click.option(
+    "--topics",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Query texts to query ids (TREC topics qid<TAB>text, or .csv/.jsonl with query_id, "
+    "text): spans that carry only the query text take its id, so id-keyed judgments join them.",
+)
+@click.option(
     "--stages",
     is_flag=True,
     help="Score span exports stage by stage (retriever, reranker input, reranker output) and "
@@ -122,12 +129,15 @@ def evaluate(
     output: Path | None,
     quarantine: Path | None,
     config_path: Path | None,
+    topics: Path | None,
     stages: bool,
     fmt: str,
     by_text: str | None,
 ) -> None:
     """Score TRACES (files, folders or s3:// URLs of .jsonl, .jsonl.gz, .parquet, and OTLP/JSON
-    span exports, found by their content), or a TREC run (--trec-run)."""
+    span exports, found by their content; a Delta table's folder, its current version; or a
+    Phoenix project's day, phoenix+http://HOST:PORT/PROJECT?day=YYYY-MM-DD), or a TREC run
+    (--trec-run)."""
     if bool(traces) == bool(trec_run):
         raise click.UsageError("give trace files (TRACES) or --trec-run RUN, one of the two")
     by = parse_by(by_text)
@@ -140,16 +150,18 @@ def evaluate(
     except MetricConfigError as exc:
         raise click.ClickException(str(exc)) from None
     if traces:
-        trace_files(traces)  # before any work: no trace file at all is an error, others are told
+        named_files = [spec for spec in traces if _kind_name(spec) == "files"]
+        if named_files:  # before any work: no trace file at all is an error, others are told
+            trace_files(named_files)
 
     import duckdb
 
     from retrieval_pipeline.cli.trec import read_run, trec_output
     from retrieval_pipeline.config import load_config
     from retrieval_pipeline.ingest.files import TraceFileError
-    from retrieval_pipeline.ingest.span_pieces import SpanReading
+    from retrieval_pipeline.ingest.source_kinds import SourceError
     from retrieval_pipeline.reports.per_query import write_table
-    from retrieval_pipeline.warehouse.evaluation import run_evaluation
+    from retrieval_pipeline.warehouse.evaluation import run_evaluation, span_reading
 
     if fmt == "trec" and ctx.get_parameter_source("gain") is click.core.ParameterSource.DEFAULT:
         gain = "linear"  # trec_eval's nDCG
@@ -158,7 +170,7 @@ def evaluate(
         if trec_run is not None:
             run_input = read_run(trec_run)
         source = run_input.records if run_input is not None else list(traces)
-        reading = SpanReading(load_config(config_path).trace_format)
+        reading = span_reading(load_config(config_path).trace_format, topics)
         # the quarantine goes to its file from the warehouse, a batch at a time; the summary
         # shows the first few
         run = run_evaluation(
@@ -178,8 +190,19 @@ def evaluate(
             run = run_input.with_run_lines(run)
         lines = trec_output(run, run_input, gain) if fmt == "trec" else None
         if stages:
-            staged = stage_runs(list(traces), metrics, corpus, gain, relevance_level, reading)
-    except (MetricConfigError, TraceFileError, ValueError, OSError) as exc:
+            staged = stage_runs(
+                run,
+                list(traces),
+                metrics,
+                corpus,
+                gain,
+                relevance_level,
+                reading,
+                gmax=gmax,
+                judged_only=judged_only,
+                judgments=list(judgments),
+            )
+    except (MetricConfigError, TraceFileError, SourceError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except (duckdb.IOException, duckdb.OutOfMemoryException) as exc:
         # beyond its memory limit DuckDB spills to disk: a full disk, or no room left at all
@@ -188,6 +211,7 @@ def evaluate(
         raise click.ClickException(
             f"no records in the {run.ingest.files} trace file(s) given: nothing to score"
         )
+    problems = run.judgment_join.problems() if run.judgment_join is not None else []
     if output is not None:
         write_table(run.per_query, output)
     from retrieval_pipeline.reports.stages import stages_data, stages_text
@@ -200,6 +224,11 @@ def evaluate(
     else:
         text = summary_text(run, run_input, by, quarantine)
         click.echo(text + "\n\n" + stages_text(*staged) if stages else text)
+    if problems and not run.traces.by_own_labels:
+        # every score would be a silent 0, or nothing is annotated: not a result to act on
+        raise click.ClickException(
+            "nothing could be scored against the judgments given: " + " ".join(problems)
+        )
 
 
 StageSummary: TypeAlias = tuple[
@@ -208,15 +237,21 @@ StageSummary: TypeAlias = tuple[
 
 
 def stage_runs(
+    run: EvaluationRun,
     traces: list[str],
     metrics: str,
     corpus: Path | None,
     gain: str,
     relevance_level: float,
     reading: SpanReading,
+    *,
+    gmax: float,
+    judged_only: bool,
+    judgments: list[str],
 ) -> StageSummary:
-    """The means and scored records of the reranker's two stages (the first stage is the run
-    `evaluate` prints anyway), and the gain per segment: one private run per stage."""
+    """The means and scored records of each stage, and the reranker's gain per segment. The
+    first stage is `run`, the run `evaluate` prints (so the two agree); the reranker's input and
+    output are one private run each, with the same labels, judgments and options."""
     from retrieval_pipeline.ab.stages import stage_gains
     from retrieval_pipeline.ingest.spans import (
         INPUT_SUFFIX,
@@ -226,19 +261,33 @@ def stage_runs(
     )
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
-    runs = {
+    runs = {STAGE_RETRIEVER: run} | {
         stage: run_evaluation(
-            traces, metrics, corpus, gain, relevance_level, spans=replace(reading, stage=stage)
+            traces,
+            metrics,
+            corpus,
+            gain,
+            relevance_level,
+            gmax=gmax,
+            judged_only=judged_only,
+            spans=replace(reading, stage=stage),
+            judgments=judgments,
         )
-        for stage in (STAGE_RETRIEVER, STAGE_RERANKER_INPUT, STAGE_RERANKER)
+        for stage in (STAGE_RERANKER_INPUT, STAGE_RERANKER)
     }
-    names = [m.name for m in runs[STAGE_RETRIEVER].metrics]
+    names = [m.name for m in run.metrics]
     gains = stage_gains(
         runs[STAGE_RERANKER_INPUT].per_query, runs[STAGE_RERANKER].per_query, names, INPUT_SUFFIX
     )
-    means = {stage: run.means() for stage, run in runs.items()}
-    scored = {stage: run.ingest.valid for stage, run in runs.items()}
+    means = {stage: stage_run.means() for stage, stage_run in runs.items()}
+    scored = {stage: stage_run.ingest.valid for stage, stage_run in runs.items()}
     return means, scored, gains
+
+
+def _kind_name(spec: str) -> str:
+    from retrieval_pipeline.ingest.source_kinds import kind_of
+
+    return kind_of(spec).name
 
 
 def summary(
@@ -270,6 +319,8 @@ def summary(
         "judgments_superseded": judged.superseded,
         "judged_queries": run.judged_queries.judged,
         "judged_queries_without_trace": run.judged_queries.without_trace,
+        "judgment_problems": run.judgment_join.problems() if run.judgment_join else [],
+        "empty_results": run.traces.empty,
         **(trec.counts() if trec is not None else {}),
         "means": run.means(),
         **({"by": {"columns": list(by), "groups": _groups(run, by)}} if by else {}),
@@ -307,8 +358,9 @@ def summary_text(
         f", {ingest.skipped} skipped (spans of other kinds or stages)" if ingest.skipped else ""
     )
     lines = [trec.words()] if trec is not None else []
+    empty = f" ({traces.empty} empty results, scored 0)" if traces.empty else ""
     lines += [
-        f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored, "
+        f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored{empty}, "
         f"{ingest.quarantined} quarantined{skipped}.",
         f"Annotated traces: {traces.annotated} of {traces.traces} ({coverage:.1%}); "
         f"{traces.unannotated} unannotated (not scored), {traces.no_relevant} with no relevant "
@@ -325,6 +377,8 @@ def summary_text(
             f"{traces.by_judgments}; judged queries with no trace: "
             f"{run.judged_queries.without_trace} of {run.judged_queries.judged}.",
         ]
+        if run.judgment_join is not None:
+            lines += run.judgment_join.problems()
     lines += ["", f"{'metric':<16}{'mean':>10}  over"]
     for name, mean in run.means().items():
         shown = "-" if mean is None else f"{mean:.4f}"

@@ -2,7 +2,9 @@
 
 The first partition is, in order: $RETRIEVAL_PIPELINE_START_DATE, the configuration's
 `start_date`, the trace store's earliest day, or yesterday (UTC) when the store holds no day yet;
-so the UI counts the days there are, not the days since an arbitrary date.
+so the UI counts the days there are, not the days since an arbitrary date. A Phoenix project lists
+no days (its spans are queried a day at a time), so with a Phoenix store the first partition is
+PHOENIX_DAYS days ago unless a start date is given.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from retrieval_pipeline.ingest.filesystems import is_url
 from retrieval_pipeline.store import LocalTraceStore, TraceStoreError
 
 START_DATE_ENV = environment.START_DATE
+# With a Phoenix store and no start date: the last 30 days (UTC) before today are partitions.
+PHOENIX_DAYS = 30
 
 
 def start_date() -> str:
@@ -29,6 +33,9 @@ def start_date() -> str:
     configured = load_config().start_date
     if configured is not None:
         return configured.isoformat()
+    today = datetime.now(UTC).date()
+    if environment.phoenix_endpoint() and environment.phoenix_project():
+        return (today - timedelta(days=PHOENIX_DAYS)).isoformat()
     root = environment.path(environment.STORE) or DEFAULT_STORE
     days: list[date] = []
     if not is_url(str(root)):  # an object store is not listed when the definitions load
@@ -38,7 +45,7 @@ def start_date() -> str:
             days = []
     if days:
         return days[0].isoformat()
-    return (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
+    return (today - timedelta(days=1)).isoformat()
 
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=start_date(), timezone="UTC")

@@ -115,3 +115,38 @@ def read_delta_day(
         raise StoreError(
             describe_failure(url, endpoint if is_url(url) else None, str(exc))
         ) from exc
+
+
+def is_delta_table(table_url: str | Path, settings: S3Settings | None = None) -> bool:
+    """Whether `table_url` (a local folder or an `s3://` URL) holds a Delta table: a
+    `_delta_log/` beside its data files."""
+    if not is_url(table_url):
+        return (Path(table_url).expanduser() / "_delta_log").is_dir()
+    from retrieval_pipeline.ingest.filesystems import list_files, resolve
+
+    log = resolve(f"{str(table_url).rstrip('/')}/_delta_log/", settings)
+    try:
+        return bool(list_files(log))
+    except (StoreError, OSError, ValueError):
+        return False
+
+
+def table_version(table_url: str | Path, settings: S3Settings | None = None) -> tuple[str, int]:
+    """The table's URL as opened and its current version."""
+    table, url = _table(table_url, settings)
+    return url, int(table.version())
+
+
+def read_delta_table(
+    table_url: str | Path, settings: S3Settings | None = None, batch_rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """Every row of the table's current version (the files its log keeps, not every Parquet
+    file in its folder: older versions' files stay there until vacuumed), a batch at a time."""
+    table, url = _table(table_url, settings)
+    endpoint = settings.endpoint() if settings is not None else S3Settings().endpoint()
+    try:
+        yield from table.to_pyarrow_dataset().to_batches(batch_size=batch_rows)
+    except OSError as exc:
+        raise StoreError(
+            describe_failure(url, endpoint if is_url(url) else None, str(exc))
+        ) from exc

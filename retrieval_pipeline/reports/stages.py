@@ -27,6 +27,7 @@ def stages_data(
         "stages": {
             stage: {"records_scored": scored[stage], "means": dict(means[stage])} for stage in means
         },
+        "reranker_stage": bool(scored.get("reranker_input") or scored.get("reranker")),
         "reranker_gain": [
             {
                 "segment": gain.segment,
@@ -52,8 +53,16 @@ def stages_text(
     """The stage means, then the gain table: where a regression came from."""
     lines = ["Stages (each scored against the same labels):"]
     for stage, values in means.items():
+        if stage != "retriever" and not scored[stage]:
+            continue
         shown = ", ".join(f"{name} {number(value, 4)}" for name, value in values.items())
         lines.append(f"  {STAGE_WORDS.get(stage, stage)}: {scored[stage]} records; {shown}")
+    if not scored.get("reranker_input") and not scored.get("reranker"):
+        lines.append(
+            "No reranker stage: no RERANKER span among the traces (trace records hold the first "
+            "stage only), so there is no gain to report."
+        )
+        return "\n".join(lines)
     if not any(gain.stats.n for gain in gains):
         lines.append("No reranker span with both its input and output annotated: no gain.")
         return "\n".join(lines)

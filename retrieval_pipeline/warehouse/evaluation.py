@@ -7,7 +7,7 @@ runs the same warehouse steps partition by partition against the warehouse file.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,8 +15,11 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from retrieval_pipeline.config import TraceFormatConfig, config_from_mapping
 from retrieval_pipeline.ingest.filesystems import S3Settings
+from retrieval_pipeline.ingest.source_kinds import open_sources
 from retrieval_pipeline.ingest.span_pieces import SpanReading
+from retrieval_pipeline.ingest.spans import STAGE_RETRIEVER
 from retrieval_pipeline.metrics import (
     DEFAULT_GMAX,
     DEFAULT_METRICS,
@@ -30,6 +33,7 @@ from retrieval_pipeline.metrics import (
     with_coverage,
     with_residuals,
 )
+from retrieval_pipeline.reports.judgment_join import JudgmentJoin
 from retrieval_pipeline.reports.per_query import write_batches
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
 from retrieval_pipeline.warehouse.corpus import CorpusLoad, load_corpus
@@ -71,6 +75,8 @@ class EvaluationRun:
     judged_only: bool = False
     judgments: JudgmentsLoad = field(default_factory=JudgmentsLoad.none)
     judged_queries: JudgedQueries = field(default_factory=lambda: JudgedQueries(0, 0, 0))
+    # how the traces' keys meet the judgments' (None without judgments)
+    judgment_join: JudgmentJoin | None = None
 
     @property
     def judged_share(self) -> float | None:
@@ -118,6 +124,8 @@ def run_evaluation(
     top = check_gmax(gmax)
     if isinstance(traces, str | Path):
         traces = [traces]
+    if isinstance(traces, list | tuple):  # named sources: their kinds (ingest.source_kinds)
+        traces = open_sources(traces, settings)
     # a temporary database file, not an in-memory one: its memory stays within the limit, where
     # an in-memory database holds every table (bench/README.md)
     with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-evaluate-") as folder:
@@ -136,6 +144,7 @@ def run_evaluation(
                 gmax=top,
                 judged_only=judged_only,
                 spans=spans,
+                keep_retrieved_ids=bool(judgments),
             )
             if quarantine_file is not None:
                 write_batches(_quarantine_batches(conn, bool(judgments)), quarantine_file)
@@ -146,6 +155,7 @@ def run_evaluation(
                 run,
                 judgments=judged,
                 judged_queries=judged_query_counts(conn, start, end),
+                judgment_join=judgment_join(conn),
                 quarantine=_with_judgment_rejects(conn, run.quarantine, quarantine_rows),
             )
         finally:
@@ -164,9 +174,10 @@ def _evaluate_in(
     gmax: float,
     judged_only: bool,
     spans: SpanReading | None = None,
+    keep_retrieved_ids: bool = False,
 ) -> EvaluationRun:
-    # the lists of retrieved ids are not kept: nothing here reads them after ingestion
-    ingest = ingest_traces(conn, traces, keep_retrieved_ids=False, spans=spans)
+    # the lists of retrieved ids are kept only to tell how they meet judgments (judgment_join)
+    ingest = ingest_traces(conn, traces, keep_retrieved_ids=keep_retrieved_ids, spans=spans)
     corpus_load = load_corpus(conn, Path(corpus) if corpus is not None else None)
     start, end = ALL_DATES  # the private database holds just this evaluation
     labels = build_labels(conn, start, end, use_corpus=corpus is not None)
@@ -195,6 +206,15 @@ def _evaluate_in(
         judged=judged,
         judged_only=judged_only,
     )
+
+
+def judgment_join(conn: duckdb.DuckDBPyConnection) -> JudgmentJoin:
+    """How the evaluation's traces meet its judgments (sql/rpt_judgment_join.sql)."""
+    row = conn.execute(load_sql("rpt_judgment_join")).fetchone()
+    assert row is not None  # one row of counts, always
+    shared, judged_ids, retrieved, *examples = row
+    keys = [tuple(str(key) for key in (values or ())) for values in examples]
+    return JudgmentJoin(int(shared), int(judged_ids), int(retrieved), *keys)
 
 
 # Quarantined records are written to a file this many at a time; "every row" as a row limit.
@@ -243,12 +263,50 @@ def evaluate(
     *,
     gmax: float = DEFAULT_GMAX,
     judged_only: bool = False,
+    judgments: str | Path | Sequence[str | Path] = (),
+    trace_format: TraceFormatConfig | Mapping[str, object] | None = None,
+    topics: str | Path | None = None,
+    stage: str = STAGE_RETRIEVER,
+    settings: S3Settings | None = None,
 ) -> pd.DataFrame:
-    """Per-query metrics: one row per valid trace, one column per metric (null: unannotated)."""
+    """Per-query metrics: one row per valid trace, one column per metric (null: unannotated).
+
+    `traces` is any source `evaluate` reads (`ingest.source_kinds`: files, folders, `s3://`
+    URLs, a Delta table's folder, `phoenix+http://HOST:PORT/PROJECT?day=YYYY-MM-DD`), a DataFrame
+    or an Arrow table; `judgments` label the traces without labels of their own; `trace_format`
+    (the TOML's `[trace_format]` keys, or its model) and `topics` (a query text to query id file)
+    map spans onto records; `stage` picks the stage of reranked spans to score."""
     run = run_evaluation(
-        traces, metrics, corpus, gain, relevance_level, gmax=gmax, judged_only=judged_only
+        traces,
+        metrics,
+        corpus,
+        gain,
+        relevance_level,
+        gmax=gmax,
+        judged_only=judged_only,
+        spans=span_reading(trace_format, topics, stage),
+        judgments=[judgments] if isinstance(judgments, str | Path) else list(judgments),
+        settings=settings,
     )
     return run.per_query
+
+
+def span_reading(
+    trace_format: TraceFormatConfig | Mapping[str, object] | None = None,
+    topics: str | Path | None = None,
+    stage: str = STAGE_RETRIEVER,
+) -> SpanReading:
+    """How spans become records, from the `[trace_format]` keys (a mapping is validated as the
+    TOML's section is), a topics file that overrides the section's, and the stage to score."""
+    if trace_format is None:
+        chosen = TraceFormatConfig()
+    elif isinstance(trace_format, TraceFormatConfig):
+        chosen = trace_format
+    else:
+        chosen = config_from_mapping({"trace_format": dict(trace_format)}).trace_format
+    if topics is not None:
+        chosen = chosen.model_copy(update={"topics_file": str(topics)})
+    return SpanReading(chosen, stage=stage)
 
 
 def _metrics(metrics: str | Sequence[str] | Sequence[Metric]) -> tuple[Metric, ...]:

@@ -331,7 +331,7 @@ def merged_counts(
     count them (sql/agg_label_counts.sql, sql/agg_metric_counts.sql; `metric`: one of the day's)."""
     params = {"start_date": day, "end_date": day}
     ((labels, stale, with_stale),) = conn.execute(load_sql("agg_label_counts"), params).fetchall()
-    ((traces, annotated, no_relevant, by_judgments),) = conn.execute(
+    ((traces, annotated, no_relevant, by_judgments, empty),) = conn.execute(
         load_sql("agg_metric_counts"), params | {"metric": metric.name}
     ).fetchall()
     return (
@@ -342,5 +342,6 @@ def merged_counts(
             unannotated=int(traces) - int(annotated),
             no_relevant=int(no_relevant),
             by_judgments=int(by_judgments),
+            empty=int(empty),
         ),
     )

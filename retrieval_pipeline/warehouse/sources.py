@@ -27,6 +27,7 @@ from retrieval_pipeline.ingest.parquet import parquet_pieces
 from retrieval_pipeline.ingest.phoenix import PhoenixDay, phoenix_pieces
 from retrieval_pipeline.ingest.pieces import RawPiece, coalesced
 from retrieval_pipeline.ingest.span_pieces import SpanReading, span_file_pieces
+from retrieval_pipeline.ingest.spans import STAGE_RETRIEVER
 from retrieval_pipeline.store import DayBatches
 from retrieval_pipeline.warehouse.connection import set_time_zone
 from retrieval_pipeline.warehouse.validation import RowsOfFile, rows_as_raw, rows_of_files_as_raw
@@ -57,6 +58,8 @@ def raw_record_pieces(
     line (or row), a piece at a time, in file then line order. Span exports and Phoenix spans
     become records as `spans` says (default: OpenInference names, the retriever stage)."""
     spans = spans or SpanReading()
+    if spans.stage != STAGE_RETRIEVER and isinstance(source, pd.DataFrame | pa.Table | DayBatches):
+        return 1, iter(())  # trace records are first-stage rankings: no reranker stage in them
     if isinstance(source, pd.DataFrame):
         return 1, _frame_pieces(source)
     if isinstance(source, pa.Table):
@@ -68,9 +71,11 @@ def raw_record_pieces(
     max_line_bytes = environment.max_line_bytes()
     if isinstance(source, NumberedFiles):
         numbered = [(order, file) for order, path in source.files for file in discover([path])]
-        return len(numbered), _file_pieces(conn, numbered, spans, max_line_bytes)
-    files = discover(source)
-    return len(files), _file_pieces(conn, list(enumerate(files)), spans, max_line_bytes)
+    else:
+        numbered = list(enumerate(discover(source)))
+    if spans.stage != STAGE_RETRIEVER:  # only span exports hold a reranker's stages
+        numbered = [(order, file) for order, file in numbered if file.kind == "otlp"]
+    return len(numbered), _file_pieces(conn, numbered, spans, max_line_bytes)
 
 
 def read_ahead(pieces: Iterator[RawPiece]) -> Iterator[RawPiece]:

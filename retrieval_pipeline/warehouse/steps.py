@@ -52,6 +52,8 @@ class MetricCounts(_Counts):
     no_relevant: int
     # annotated by the judgments (warehouse.judgments), the others by labels of their own
     by_judgments: int = 0
+    # annotated traces that retrieved nothing: empty results, scored 0, never dropped
+    empty: int = 0
 
     @property
     def by_own_labels(self) -> int:
@@ -100,13 +102,14 @@ def compute_query_metrics(
         load_sql("agg_metric_counts"),
         {"start_date": start, "end_date": end, "metric": metrics[0].name},
     ).fetchone()
-    traces, annotated, no_relevant, by_judgments = row if row else (0, 0, 0, 0)
+    traces, annotated, no_relevant, by_judgments, empty = row if row else (0, 0, 0, 0, 0)
     return MetricCounts(
         traces=int(traces),
         annotated=int(annotated),
         unannotated=int(traces) - int(annotated),
         no_relevant=int(no_relevant),
         by_judgments=int(by_judgments),
+        empty=int(empty),
     )
 
 

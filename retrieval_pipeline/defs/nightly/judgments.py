@@ -1,12 +1,17 @@
-"""The judgments asset: the store's `judgments/` loaded whole into the warehouse, so that each
-day's ingestion labels the traces that carry no labels of their own (`warehouse.judgments`)."""
+"""The judgments asset: the configured judgments (the TOML's `judgments`), else the store's
+`judgments/`, loaded whole into the warehouse, so that each day's ingestion labels the traces that
+carry no labels of their own (`warehouse.judgments`)."""
 
 import dagster as dg
 
 from retrieval_pipeline.defs.executor import POOL
 from retrieval_pipeline.defs.nightly import history
 from retrieval_pipeline.defs.nightly.assets import GROUP, KINDS, SINGLE_RUN
-from retrieval_pipeline.defs.resources import TraceStoreResource, WarehouseResource
+from retrieval_pipeline.defs.resources import (
+    PipelineSettingsResource,
+    TraceStoreResource,
+    WarehouseResource,
+)
 from retrieval_pipeline.ingest.filesystems import StoreError
 from retrieval_pipeline.ingest.judgments import JudgmentsFileError
 from retrieval_pipeline.store import TraceStoreError, judgment_sources
@@ -18,14 +23,17 @@ def judgments(
     context: dg.AssetExecutionContext,
     warehouse: WarehouseResource,
     trace_store: TraceStoreResource,
+    settings: PipelineSettingsResource,
 ) -> dg.MaterializeResult:
-    """Graded labels keyed by query from the store's `judgments/` (TREC qrels, CSV, JSON lines,
-    Parquet): they label every trace of their query that carries no labels of its own when its
-    day is ingested. Lines that cannot be read are kept in `judgment_rejects` with their reasons;
-    a store without `judgments/` leaves the table empty."""
+    """Graded labels keyed by query (TREC qrels, CSV, JSON lines, Parquet) from the config's
+    `judgments` locations, else the store's `judgments/`: they label every trace of their query
+    that carries no labels of its own when its day is ingested, whatever the store (a Phoenix
+    project included). Lines that cannot be read are kept in `judgment_rejects` with their
+    reasons; with neither, the table is left empty."""
     try:
         store = trace_store.get_store()
-        sources = judgment_sources(store)
+        configured = settings.load().judgments
+        sources = list(configured) if configured else judgment_sources(store)
         with warehouse.get_connection() as conn:
             loaded = load_judgments(conn, sources)
     except (TraceStoreError, StoreError, JudgmentsFileError) as exc:
@@ -33,7 +41,10 @@ def judgments(
     if sources:
         summary = loaded.words()
     else:
-        summary = f"no judgments/ in {store.describe()}: traces are scored on their own labels"
+        summary = (
+            f"no judgments configured and no judgments/ in {store.describe()}: traces are "
+            "scored on their own labels"
+        )
     if loaded.quarantined:
         summary += f"; first quarantined: {loaded.first_rejects[0]}"
     return history.told(
