@@ -120,7 +120,7 @@ def metric_metadata(
             f"{counts.traces} traces scored on {', '.join(metrics)}{lists}: {counts.annotated} "
             f"annotated ({counts.by_own_labels} by their own labels, {counts.by_judgments} by "
             f"the judgments), {counts.unannotated} unannotated, {counts.no_relevant} with no "
-            "relevant label"
+            f"relevant label, {counts.empty} empty results (nothing retrieved, scored 0)"
         ),
         "traces": counts.traces,
         "annotated_traces": counts.annotated,
@@ -128,6 +128,7 @@ def metric_metadata(
         "traces_labelled_by_judgments": counts.by_judgments,
         "unannotated_traces": counts.unannotated,
         "no_relevant_traces": counts.no_relevant,
+        "empty_results": counts.empty,
         "metrics": ", ".join(metrics),
     }
     if counts.traces:
