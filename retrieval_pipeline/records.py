@@ -131,6 +131,10 @@ def _json_text(value: object) -> str:
         return value.text
     if isinstance(value, float):
         return _float_text(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        # too long to show (and past 4,300 digits Python will not write it): its size instead
+        digits = len(str(abs(value))) if value.bit_length() < 14_000 else "over 4,000"
+        return f"an integer of {digits} digits"
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -210,7 +214,9 @@ def check_grade(doc_id: str, grade: object) -> float:
     if (
         isinstance(grade, bool)
         or not isinstance(grade, int | float)
-        or not math.isfinite(grade)
+        # an int of any size compares exactly; only a float can be inf or nan (math.isfinite
+        # of a 400-digit int would overflow converting it)
+        or (isinstance(grade, float) and not math.isfinite(grade))
         or grade < 0
     ):
         raise RecordError(
