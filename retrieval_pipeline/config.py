@@ -202,11 +202,22 @@ IndexedAttributeName = Annotated[str, Field(strict=True), AfterValidator(_indexe
 class TraceFormatConfig(_Section):
     """Which span attribute, or key of the span's `metadata` JSON, feeds each trace-record field
     when traces are read as spans (`ingest/spans.py`): OpenInference by default, and the
-    OpenTelemetry GenAI convention's retrieval spans. `{i}` stands for a document's position."""
+    OpenTelemetry GenAI convention's retrieval spans. `{i}` stands for a document's position;
+    `topics_file` maps query texts onto query ids."""
 
     document_id_attribute: IndexedAttributeName = "retrieval.documents.{i}.document.id"
     reranker_input_id_attribute: IndexedAttributeName = "reranker.input_documents.{i}.document.id"
     reranker_output_id_attribute: IndexedAttributeName = "reranker.output_documents.{i}.document.id"
+    # each document's metadata (a JSON object, or its text): its ids when the ids are kept there
+    document_metadata_attribute: IndexedAttributeName = "retrieval.documents.{i}.document.metadata"
+    reranker_input_metadata_attribute: IndexedAttributeName = (
+        "reranker.input_documents.{i}.document.metadata"
+    )
+    reranker_output_metadata_attribute: IndexedAttributeName = (
+        "reranker.output_documents.{i}.document.metadata"
+    )
+    # the key of a document's metadata holding its id; set, it wins over the document.id
+    document_metadata_id_key: AttributeName | None = None
     genai_documents_attribute: AttributeName = "gen_ai.retrieval.documents"
     query_attribute: AttributeName = "input.value"
     genai_query_attribute: AttributeName = "gen_ai.retrieval.query.text"
@@ -218,6 +229,8 @@ class TraceFormatConfig(_Section):
     relevant_ids_key: AttributeName = "relevant_ids"
     relevance_scores_key: AttributeName = "relevance_scores"
     label_source_key: AttributeName = "label_source"
+    # query texts to query ids (`ingest/topics.py`): applied where the query id is the query text
+    topics_file: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _distinct_metadata_keys(self) -> TraceFormatConfig:

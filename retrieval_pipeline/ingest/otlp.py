@@ -4,11 +4,15 @@ One `ExportTraceServiceRequest` per line (`resourceSpans` -> `scopeSpans` -> `sp
 `.json` or `.jsonl`, optionally gzipped. Attribute values are tagged (`stringValue`, `intValue`
 written as a JSON string, `doubleValue`, `boolValue`, `arrayValue`, `kvlistValue`, `bytesValue`)
 and are decoded here into plain values, so that the mapping onto trace records (`spans.py`) sees
-one shape whatever the source. Pure: json and the standard library.
+one shape whatever the source. Ids are lowercase hex: OTLP/JSON writes them in hex, protobuf's
+JSON mapping (`MessageToJson`) in base64, which is turned into hex here. Pure: json and the
+standard library.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -27,6 +31,8 @@ _READ_BYTES = 8 * 2**20
 _BOM = b"\xef\xbb\xbf"
 _OTLP_START = re.compile(rb'\s*\{\s*"resourceSpans"\s*:')
 _TRUNCATED = "the gzip stream is truncated; this line was cut off"
+_HEX = re.compile(r"[0-9a-fA-F]+")
+TRACE_ID_BYTES, SPAN_ID_BYTES = 16, 8
 
 
 class SpanFileError(ValueError):
@@ -35,8 +41,9 @@ class SpanFileError(ValueError):
 
 @dataclass(frozen=True)
 class SpanView:
-    """One span, however it was stored: ids in hex as written, start in Unix nanoseconds (None:
-    absent), attributes by their flat OpenTelemetry names (`retrieval.documents.0.document.id`)."""
+    """One span, however it was stored: ids in lowercase hex (`""`: none), start in Unix
+    nanoseconds (None: absent), attributes by their flat OpenTelemetry names
+    (`retrieval.documents.0.document.id`), and the id of the span it was called from."""
 
     span_id: str
     trace_id: str
@@ -44,6 +51,7 @@ class SpanView:
     attributes: Mapping[str, object]
     problem: str | None = None  # what could not be read, reported only for a span to convert
     where: str = ""  # its place in the file, for a span without a spanId
+    parent_id: str = ""  # the parent span's id (OTLP `parentSpanId`); "" for a root span
 
 
 @dataclass(frozen=True)
@@ -204,6 +212,29 @@ def decode_attributes(attributes: object) -> dict[str, object]:
     return decoded
 
 
+def hex_id(value: str, size: int) -> str | None:
+    """An OTLP id of `size` bytes as lowercase hex: written in hex (2 * size digits), or in
+    base64 as protobuf's JSON mapping writes bytes (standard or URL-safe alphabet, padded or
+    not); None when it is neither."""
+    if len(value) == 2 * size and _HEX.fullmatch(value):
+        return value.lower()
+    if len(value) > 4 * -(-size // 3) or not value.isascii():
+        return None
+    padded = value + "=" * (-len(value) % 4)
+    for alphabet in (None, b"-_"):
+        try:
+            raw = base64.b64decode(padded, altchars=alphabet, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if len(raw) == size:
+            return raw.hex()
+    return None
+
+
+def _shortened(value: str, limit: int = 40) -> str:
+    return json.dumps(value if len(value) <= limit else value[:limit] + "...")
+
+
 def otlp_spans(resource_spans: list[object]) -> Iterator[SpanView | BadSpan]:
     """The spans of one request's `resourceSpans`, decoded, in the order written."""
     for r, resource in enumerate(resource_spans):
@@ -233,5 +264,16 @@ def _span(span: object, where: str) -> SpanView | BadSpan:
         problem = (
             f"startTimeUnixNano must be an integer of nanoseconds (got {json.dumps(raw)[:40]})"
         )
+    shown_id = span_id or ""
+    if span_id is not None:
+        span_id = hex_id(span_id, SPAN_ID_BYTES)
+        if span_id is None:
+            problem = problem or (
+                f"spanId {_shortened(shown_id)} is neither 16 hex digits nor the base64 of 8 bytes"
+            )
     trace = trace_id if isinstance(trace_id, str) else ""
-    return SpanView(span_id or "", trace, start, attributes, problem, where)
+    trace = hex_id(trace, TRACE_ID_BYTES) or trace  # another trace id still ties its spans
+    parent = span.get("parentSpanId")
+    parent = parent if isinstance(parent, str) else ""
+    parent = hex_id(parent, SPAN_ID_BYTES) or parent
+    return SpanView(span_id or shown_id, trace, start, attributes, problem, where, parent)

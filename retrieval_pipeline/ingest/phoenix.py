@@ -137,6 +137,7 @@ def read_day(
         views = [span_view(row, converter.format) for row in _records(page)]
         _find_retrievers(client, store, converter, views)
         yield from converter.convert_spans(views, store.name, number)
+    yield from converter.flush()  # documentless retrievers with no relative: empty results
 
 
 def _query(client: Any, store: PhoenixStore, condition: str, **window: Any) -> pd.DataFrame:
@@ -225,12 +226,21 @@ def span_view(row: Mapping[str, Any], trace_format: TraceFormatConfig) -> SpanVi
     """One row of the client's span frame as a span with flat attribute names: Phoenix nests
     attributes (`retrieval.documents` becomes a list of `{"document.id": ...}`), and joining the
     keys back with dots gives the names the span was sent with. The metadata and the GenAI
-    documents are single attributes holding an object or a list, and stay whole."""
+    documents are single attributes holding an object or a list, and stay whole, as does each
+    document's metadata."""
     whole = {trace_format.metadata_attribute, trace_format.genai_documents_attribute}
+    indexed = (
+        trace_format.document_metadata_attribute,
+        trace_format.reranker_input_metadata_attribute,
+        trace_format.reranker_output_metadata_attribute,
+    )
+    whole_pattern = re.compile(
+        "|".join(re.escape(pattern).replace(r"\{i\}", "[0-9]+") for pattern in indexed)
+    )
     attributes: dict[str, object] = {}
     for column, value in row.items():
         if column.startswith(_ATTRIBUTES):
-            _flatten(column[len(_ATTRIBUTES) :], value, attributes, whole)
+            _flatten(column[len(_ATTRIBUTES) :], value, attributes, whole, whole_pattern)
     started = row.get("start_time")
     start_ns = None if started is None or _absent(started) else int(started.value)
     return SpanView(
@@ -238,6 +248,7 @@ def span_view(row: Mapping[str, Any], trace_format: TraceFormatConfig) -> SpanVi
         trace_id=str(row.get("context.trace_id") or ""),
         start_ns=start_ns,
         attributes=attributes,
+        parent_id=str(row.get("parent_id") or ""),
     )
 
 
@@ -249,18 +260,20 @@ def _absent(value: object) -> bool:
     return type(value).__name__ == "NaTType"
 
 
-def _flatten(key: str, value: object, out: dict[str, object], whole: set[str]) -> None:
+def _flatten(
+    key: str, value: object, out: dict[str, object], whole: set[str], pattern: re.Pattern[str]
+) -> None:
     if _absent(value):
         return
     items = _items(value)
-    if key in whole:
+    if key in whole or pattern.fullmatch(key):
         out[key] = value
     elif isinstance(value, Mapping):
         for name, item in value.items():
-            _flatten(f"{key}.{name}", item, out, whole)
+            _flatten(f"{key}.{name}", item, out, whole, pattern)
     elif items is not None and any(isinstance(item, Mapping) for item in items):
         for position, item in enumerate(items):
-            _flatten(f"{key}.{position}", item, out, whole)
+            _flatten(f"{key}.{position}", item, out, whole, pattern)
     elif items is not None:
         out[key] = [_plain(item) for item in items]
     else:

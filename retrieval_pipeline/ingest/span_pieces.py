@@ -6,15 +6,18 @@ records of an export keep the export's own file order (its place in the day, as 
 shard of a day orders them as the whole day does) and are numbered in the order written across
 the export, each named by its line: `<file> line <n>:<record>`; a quarantined span's reason names
 its span id.
-Only the records of one stage are kept (`SpanReading.stage`); spans of other kinds and the
-records of other stages are counted as skipped.
+Only the records of one stage are kept (`SpanReading.stage`); spans of other kinds, nested
+retrieval spans and the records of other stages are counted as skipped. The converter is
+flushed at the end of the rows, so that every span read is counted.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,6 +25,7 @@ import pyarrow as pa
 from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece
 from retrieval_pipeline.ingest.spans import STAGE_RETRIEVER, SpanConverter, SpanRow
+from retrieval_pipeline.ingest.topics import Topics, load_topics
 
 # Records per piece: a piece of spans is small beside a JSON-lines piece, as each record was
 # built in Python already.
@@ -30,14 +34,20 @@ ROWS_PER_PIECE = 20_000
 
 @dataclass(frozen=True)
 class SpanReading:
-    """How spans become records: the `[trace_format]` mapping, and which stage is kept
-    (`retriever`, `reranker_input` or `reranker`)."""
+    """How spans become records: the `[trace_format]` mapping (its `topics_file` included), and
+    which stage is kept (`retriever`, `reranker_input` or `reranker`)."""
 
     trace_format: TraceFormatConfig = field(default_factory=TraceFormatConfig)
     stage: str = STAGE_RETRIEVER
 
+    @cached_property
+    def topics(self) -> Topics | None:
+        """The topics file of the mapping, read once for every converter (None: no file)."""
+        path = self.trace_format.topics_file
+        return None if path is None else load_topics(path)
+
     def converter(self) -> SpanConverter:
-        return SpanConverter(self.trace_format)
+        return SpanConverter(self.trace_format, topics=self.topics)
 
 
 def span_file_pieces(path: Path, order: int, reading: SpanReading) -> Iterator[RawPiece]:
@@ -54,7 +64,7 @@ def span_pieces(
     batch: list[tuple[str, int, int, str, str | None]] = []
     place = 0
     kept, last_kept = 0, None  # spans with a record kept (a span's records come together)
-    for row in rows:
+    for row in itertools.chain(rows, converter.flush()):
         name = f"{row.source_file} line {row.source_line}"
         if row.error is not None:
             raw = json.dumps({"spanId": row.span_id}) if row.span_id else ""

@@ -8,9 +8,15 @@ and the query id, segment, variant and labels come from the span's `metadata` JS
 mapping of `[trace_format]`. A RERANKER span gives two records, its input and its output
 ranking, scored against the labels of the RETRIEVER span of the same OTLP trace.
 
+A retrieval span without documents is an empty result (OpenInference writes nothing for an
+empty list), unless it is nested: LlamaIndex writes a documentless RETRIEVER span inside (or
+around) the one with the documents, and that one alone is the retrieval. Such spans are held per
+trace until their relative arrives (it may come lines later) or the converter is flushed.
+
 Each record is checked with the record rules (`records.parse_record`) here, so that a bad span is
-quarantined with its file, line and span id; spans of other kinds are counted as skipped, so
-`read = converted + quarantined + skipped`. Pure: json and the standard library.
+quarantined with its file, line and span id; spans of other kinds, and nested ones, are counted
+as skipped, so `read = converted + quarantined + skipped` once the converter is flushed. Pure:
+json and the standard library.
 """
 
 from __future__ import annotations
@@ -26,10 +32,17 @@ from pathlib import Path
 from retrieval_pipeline import environment
 from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import OTLP_FIELD, BadSpan, SpanView, otlp_spans, read_lines
-
-# the record rules' own id test and words, so that a span's reasons read like a record's
-from retrieval_pipeline.records import RecordError, _is_id, parse_record
-from retrieval_pipeline.records import _words as json_type_in_words
+from retrieval_pipeline.ingest.span_documents import (
+    SpanError,
+    genai_ids,
+    json_value,
+    positions,
+    ranked_ids,
+    shortened,
+    words,
+)
+from retrieval_pipeline.ingest.topics import Topics, load_topics
+from retrieval_pipeline.records import RecordError, parse_record
 
 SPAN_KIND_ATTRIBUTE = "openinference.span.kind"
 RETRIEVER_KIND, RERANKER_KIND = "RETRIEVER", "RERANKER"
@@ -48,10 +61,6 @@ RECENT_TRACES = 10_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _END_NS = 253402300800 * 10**9  # 10000-01-01T00:00:00Z, past the record's range
-
-
-class SpanError(ValueError):
-    """A span that cannot become a record; the message is the reason, in words."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +82,13 @@ class SpanRow:
 
 @dataclass
 class SpanCounts:
-    """Spans read, and what became of them: `read = converted + quarantined + skipped`. An
-    unreadable line counts as one read and one quarantined. `records` counts records made (a
-    RERANKER span makes two); `unpaired_rerankers` those whose trace's RETRIEVER was not seen."""
+    """Spans read, and what became of them: `read = converted + quarantined + skipped` (once
+    flushed). An unreadable line counts as one read and one quarantined. `records` counts
+    records made (a RERANKER span makes two); `unpaired_rerankers` those whose trace's RETRIEVER
+    was not seen; `empty` the converted spans with an empty ranking (a reranker: either one);
+    `nested` the documentless RETRIEVER spans inside or around one with documents (skipped);
+    `unknown_query_texts` the converted spans whose query id is a query text that the topics
+    file does not hold (0 without topics)."""
 
     read: int = 0
     converted: int = 0
@@ -83,68 +96,9 @@ class SpanCounts:
     skipped: int = 0
     records: int = 0
     unpaired_rerankers: int = 0
-
-
-def _words(value: object) -> str:
-    """A JSON value's type in the record rules' words."""
-    return "an empty string" if value == "" else json_type_in_words(value)
-
-
-def _document_id(value: object, name: str) -> str | int:
-    if _is_id(value):
-        return value  # type: ignore[return-value]  # a str or an int, as _is_id says
-    raise SpanError(f"{name} is {_words(value)}; ids must be non-empty strings or integers")
-
-
-def _indexed_ids(attributes: Mapping[str, object], pattern: str) -> list[str | int] | None:
-    """The ids of `pattern` (`retrieval.documents.{i}.document.id`) in order of i; None when
-    the span has none. A missing position is an error: the ranks after it would be wrong."""
-    prefix, suffix = pattern.split("{i}")
-    found: dict[int, object] = {}
-    for key, value in attributes.items():
-        if key.startswith(prefix) and key.endswith(suffix):
-            index = key[len(prefix) : len(key) - len(suffix)]
-            if index.isdigit() and (index == "0" or index[0] != "0"):
-                found.setdefault(int(index), value)
-    if not found:
-        return None
-    missing = next((i for i in range(len(found)) if i not in found), None)
-    if missing is not None:
-        raise SpanError(
-            f"{pattern.format(i=missing)} is missing, yet the span has ids up to position "
-            f"{max(found)}: the ranks after it are unknown"
-        )
-    ids = [found[i] for i in range(len(found))]
-    for i, value in enumerate(ids):
-        if not _is_id(value):
-            _document_id(value, pattern.format(i=i))  # raises, naming the attribute
-    return ids  # type: ignore[return-value]  # checked above
-
-
-def _json_value(value: object, name: str) -> object:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise SpanError(f"{name} is a string that is not valid JSON") from None
-    except RecursionError:
-        raise SpanError(f"{name} is JSON nested too deeply to read") from None
-
-
-def _genai_ids(value: object, name: str) -> list[str | int]:
-    """The ids of `gen_ai.retrieval.documents`: a list of {id, score} objects (or its JSON text,
-    or a list of their JSON texts), in list order."""
-    documents = _json_value(value, name)
-    if not isinstance(documents, list):
-        raise SpanError(f"{name} must be a list of {{id, score}} objects (got {_words(documents)})")
-    ids: list[str | int] = []
-    for position, item in enumerate(documents):
-        document = _json_value(item, f"{name}[{position}]")
-        if not isinstance(document, dict) or "id" not in document:
-            raise SpanError(f"{name}[{position}] is not an object with an id")
-        ids.append(_document_id(document["id"], f"{name}[{position}].id"))
-    return ids
+    empty: int = 0
+    nested: int = 0
+    unknown_query_texts: int = 0
 
 
 def _timestamp(start_ns: int | None) -> str:
@@ -159,9 +113,27 @@ def _timestamp(start_ns: int | None) -> str:
 
 
 @dataclass(frozen=True)
+class _Fields:
+    """What the stages of a request share (query_id, segment, variant, labels), and whether the
+    query id is a query text that the topics do not hold."""
+
+    values: dict[str, object]
+    unknown_text: bool = False
+
+
+@dataclass(frozen=True)
 class _Retriever:
     span_id: str
-    fields: dict[str, object]  # query_id, segment, variant and labels: what its stages share
+    fields: _Fields
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A documentless retrieval span waiting to be told nested or empty, and where it was read."""
+
+    span: SpanView
+    source_file: str
+    line_number: int
 
 
 _SEVERAL = "several"  # a trace with more than one RETRIEVER span
@@ -176,8 +148,13 @@ class SpanConverter:
         trace_format: TraceFormatConfig | None = None,
         recent_traces: int = RECENT_TRACES,
         max_line_bytes: int | None = None,
+        topics: Topics | None = None,
     ) -> None:
         self.format = trace_format or TraceFormatConfig()
+        # query texts to ids: given (loaded once for many converters), else the format's file
+        if topics is None and self.format.topics_file is not None:
+            topics = load_topics(self.format.topics_file)
+        self.topics = topics
         # an export line longer than this is quarantined unread ($RETRIEVAL_PIPELINE_MAX_LINE_BYTES)
         self.max_line_bytes = (
             environment.max_line_bytes() if max_line_bytes is None else max_line_bytes
@@ -185,18 +162,23 @@ class SpanConverter:
         self.counts = SpanCounts()
         self._recent: OrderedDict[str, _Retriever | str] = OrderedDict()
         self._recent_max = max(int(recent_traces), 1)
+        # per trace: documentless retrieval spans held, and the span -> parent ids of those with
+        # documents (a held span whose parent or child is one of these is nested)
+        self._held: OrderedDict[str, list[_Held]] = OrderedDict()
+        self._documented: OrderedDict[str, dict[str, str]] = OrderedDict()
 
     # --- files and lines ---------------------------------------------------------------------
 
     def convert_file(self, path: Path, name: str | None = None) -> Iterator[SpanRow]:
-        """Every span of an OTLP/JSON export (`.gz` too), as rows; `name` is the file as the
-        rows name it (default: the path)."""
+        """Every span of an OTLP/JSON export (`.gz` too), as rows, the converter flushed at its
+        end; `name` is the file as the rows name it (default: the path)."""
         shown = name or str(path)
         for number, line, error in read_lines(path, max_line_bytes=self.max_line_bytes):
             if error is not None:
                 yield self._unreadable(shown, number, error)
             else:
                 yield from self.convert_line(line, shown, number)
+        yield from self.flush()
 
     def convert_line(
         self, line: bytes | str, source_file: str, line_number: int
@@ -212,9 +194,9 @@ class SpanConverter:
             return
         if not isinstance(request, dict) or not isinstance(request.get(OTLP_FIELD), list):
             got = (
-                f"{OTLP_FIELD} is {_words(request.get(OTLP_FIELD))}"
+                f"{OTLP_FIELD} is {words(request.get(OTLP_FIELD))}"
                 if isinstance(request, dict)
-                else f"the line is {_words(request)}"
+                else f"the line is {words(request)}"
             )
             reason = f"not an OTLP export line: {got}, not a list of resource spans"
             yield self._unreadable(source_file, line_number, reason)
@@ -247,14 +229,80 @@ class SpanConverter:
             elif stage == STAGE_RERANKER:
                 rerankers.append(span)
             else:
-                yield from self._rows(span, source_file, line_number, self._retriever_records)
+                yield from self._retriever(span, source_file, line_number)
         for span in rerankers:
             yield from self._rows(span, source_file, line_number, self._reranker_records)
 
+    def flush(self) -> Iterator[SpanRow]:
+        """Rows for the documentless retrieval spans still held: no relative with documents
+        came, so each is an empty result. Called at the end of a file, or of a Phoenix day."""
+        while self._held:
+            _, held = self._held.popitem(last=False)
+            yield from self._release(held)
+
+    def _release(self, held: list[_Held]) -> Iterator[SpanRow]:
+        for item in held:
+            yield from self._rows(
+                item.span, item.source_file, item.line_number, self._retriever_records
+            )
+
+    def _retriever(self, span: SpanView, source_file: str, line_number: int) -> Iterator[SpanRow]:
+        """A retrieval span's rows: now, or (documentless, in a trace) once it is known whether
+        a relative with documents makes it nested."""
+        trace = span.trace_id
+        if not (trace and span.span_id and span.problem is None):
+            yield from self._rows(span, source_file, line_number, self._retriever_records)
+        elif not self._has_documents(span):
+            documented = self._documented.get(trace, {})
+            if any(_related(span.span_id, span.parent_id, *d) for d in documented.items()):
+                self._nested()
+                return
+            self._held.setdefault(trace, []).append(_Held(span, source_file, line_number))
+            self._held.move_to_end(trace)
+            while len(self._held) > self._recent_max:
+                yield from self._release(self._held.popitem(last=False)[1])
+        else:
+            self._note_documented(span)
+            yield from self._rows(span, source_file, line_number, self._retriever_records)
+
+    def _note_documented(self, span: SpanView) -> None:
+        """Keep a retrieval span with documents, and skip the held spans it makes nested."""
+        trace = span.trace_id
+        self._documented.setdefault(trace, {})[span.span_id] = span.parent_id
+        self._documented.move_to_end(trace)
+        while len(self._documented) > self._recent_max:
+            self._documented.popitem(last=False)
+        held = self._held.get(trace)
+        if not held:
+            return
+        kept = [h for h in held if not _related(h.span.span_id, h.span.parent_id, *_pair(span))]
+        for _ in range(len(held) - len(kept)):
+            self._nested()
+        if kept:
+            self._held[trace] = kept
+        else:
+            del self._held[trace]
+
+    def _nested(self) -> None:
+        self.counts.nested += 1
+        self.counts.skipped += 1
+
+    def _has_documents(self, span: SpanView) -> bool:
+        fmt = self.format
+        attributes = span.attributes
+        return (
+            attributes.get(fmt.genai_documents_attribute) is not None
+            or bool(positions(attributes, fmt.document_id_attribute, False))
+            or bool(positions(attributes, fmt.document_metadata_attribute, False))
+        )
+
     def remember(self, span: SpanView) -> None:
-        """Keep a RETRIEVER span's shared fields for its trace's RERANKER spans without making
-        its record (a Phoenix page of rerankers looks up its retrievers this way)."""
-        if self._stage(span) == STAGE_RETRIEVER:
+        """Keep a RETRIEVER span with documents (its shared fields for its trace's RERANKER
+        spans, and its ids for nesting) without making its record (a Phoenix page of rerankers
+        looks up its retrievers this way). A documentless one is not kept: it may be nested."""
+        if self._stage(span) == STAGE_RETRIEVER and self._has_documents(span):
+            if span.trace_id and span.span_id:
+                self._note_documented(span)
             with contextlib.suppress(SpanError):  # its own record is quarantined when read
                 self._remember(span, self._retriever_fields(span))
 
@@ -278,14 +326,14 @@ class SpanConverter:
         span: SpanView,
         source_file: str,
         line_number: int,
-        make: Callable[[SpanView], list[dict[str, object]]],
+        make: Callable[[SpanView], tuple[list[dict[str, object]], bool]],
     ) -> Iterator[SpanRow]:
         try:
             if not span.span_id:
                 raise SpanError("the span has no spanId")
             if span.problem is not None:
                 raise SpanError(span.problem)
-            records = make(span)
+            records, unknown_text = make(span)
             texts = [(_checked(record), str(record["stage"])) for record in records]
         except SpanError as exc:
             yield self._quarantine(
@@ -294,6 +342,8 @@ class SpanConverter:
             return
         self.counts.converted += 1
         self.counts.records += len(texts)
+        self.counts.empty += any(record["retrieved_ids"] == [] for record in records)
+        self.counts.unknown_query_texts += unknown_text
         for text, stage in texts:
             yield SpanRow(source_file, line_number, span.span_id, record=text, stage=stage)
 
@@ -309,49 +359,54 @@ class SpanConverter:
         named = f"span {span_id}" if span_id else f"span {where or '?'} (no spanId)"
         return SpanRow(source_file, line_number, span_id, error=f"{named}: {reason}")
 
-    def _retriever_records(self, span: SpanView) -> list[dict[str, object]]:
+    def _retriever_records(self, span: SpanView) -> tuple[list[dict[str, object]], bool]:
         fields = self._retriever_fields(span)
         self._remember(span, fields)  # before the checks below: its reranker shares its fields
         fmt = self.format
-        ids = _indexed_ids(span.attributes, fmt.document_id_attribute)
+        ids = ranked_ids(
+            span.attributes,
+            fmt.document_id_attribute,
+            fmt.document_metadata_attribute,
+            fmt.document_metadata_id_key,
+        )
         if ids is None:
             documents = span.attributes.get(fmt.genai_documents_attribute)
-            if documents is None:
-                raise SpanError(
-                    f"no document ids: neither {fmt.document_id_attribute} nor "
-                    f"{fmt.genai_documents_attribute} is set"
-                )
-            ids = _genai_ids(documents, fmt.genai_documents_attribute)
+            # no document attribute at all: OpenInference's way of writing an empty list
+            ids = [] if documents is None else genai_ids(documents, fmt.genai_documents_attribute)
         timestamp = _timestamp(span.start_ns)
-        return [_record(span, span.span_id, timestamp, ids, fields, STAGE_RETRIEVER)]
+        record = _record(span, span.span_id, timestamp, ids, fields.values, STAGE_RETRIEVER)
+        return [record], fields.unknown_text
 
-    def _reranker_records(self, span: SpanView) -> list[dict[str, object]]:
+    def _reranker_records(self, span: SpanView) -> tuple[list[dict[str, object]], bool]:
         fmt = self.format
-        ids_in = _indexed_ids(span.attributes, fmt.reranker_input_id_attribute)
-        ids_out = _indexed_ids(span.attributes, fmt.reranker_output_id_attribute)
-        for ids, pattern in (
-            (ids_in, fmt.reranker_input_id_attribute),
-            (ids_out, fmt.reranker_output_id_attribute),
-        ):
-            if ids is None:
-                raise SpanError(f"no document ids: {pattern} is not set")
-        assert ids_in is not None and ids_out is not None
+        key = fmt.document_metadata_id_key
+        attributes = span.attributes
+        ids_in = ranked_ids(
+            attributes, fmt.reranker_input_id_attribute, fmt.reranker_input_metadata_attribute, key
+        )
+        output_metadata = fmt.reranker_output_metadata_attribute
+        ids_out = ranked_ids(attributes, fmt.reranker_output_id_attribute, output_metadata, key)
         timestamp = _timestamp(span.start_ns)
         fields = self._reranker_fields(span)
-        return [
-            _record(
-                span, span.span_id + INPUT_SUFFIX, timestamp, ids_in, fields, STAGE_RERANKER_INPUT
-            ),
-            _record(span, span.span_id, timestamp, ids_out, fields, STAGE_RERANKER),
-        ]
+        values = fields.values
+        given = _record(
+            span, span.span_id + INPUT_SUFFIX, timestamp, ids_in or [], values, STAGE_RERANKER_INPUT
+        )
+        reranked = _record(span, span.span_id, timestamp, ids_out or [], values, STAGE_RERANKER)
+        return [given, reranked], fields.unknown_text
 
-    def _reranker_fields(self, span: SpanView) -> dict[str, object]:
-        """The retriever's fields when its trace holds one RETRIEVER span seen so far; else
-        the reranker's own metadata (OpenInference's `using_metadata` sets it on every span)."""
+    def _reranker_fields(self, span: SpanView) -> _Fields:
+        """The retriever's fields when its trace holds one RETRIEVER span seen so far (or one
+        documentless span held); else the reranker's own metadata (OpenInference's
+        `using_metadata` sets it on every span)."""
         entry = self._recent.get(span.trace_id) if span.trace_id else None
         if isinstance(entry, _Retriever):
             self._recent.move_to_end(span.trace_id)
             return entry.fields
+        held = self._held.get(span.trace_id, []) if entry is None and span.trace_id else []
+        if len(held) == 1:
+            with contextlib.suppress(SpanError):  # its own record says why, when released
+                return self._retriever_fields(held[0].span)
         queries = (self.format.reranker_query_attribute, self.format.query_attribute)
         try:
             fields = self._shared_fields(span, queries)
@@ -365,11 +420,11 @@ class SpanConverter:
         self.counts.unpaired_rerankers += 1
         return fields
 
-    def _retriever_fields(self, span: SpanView) -> dict[str, object]:
+    def _retriever_fields(self, span: SpanView) -> _Fields:
         queries = (self.format.query_attribute, self.format.genai_query_attribute)
         return self._shared_fields(span, queries)
 
-    def _remember(self, span: SpanView, fields: dict[str, object]) -> None:
+    def _remember(self, span: SpanView, fields: _Fields) -> None:
         if not span.trace_id:
             return  # no trace to share
         entry = self._recent.get(span.trace_id)
@@ -381,16 +436,17 @@ class SpanConverter:
         while len(self._recent) > self._recent_max:
             self._recent.popitem(last=False)
 
-    def _shared_fields(self, span: SpanView, queries: tuple[str, ...]) -> dict[str, object]:
+    def _shared_fields(self, span: SpanView, queries: tuple[str, ...]) -> _Fields:
         """query_id, segment, variant and the labels, from the metadata keys of the mapping; the
-        query_id falls back on the first of `queries` the span has (the query text)."""
+        query_id falls back on the first of `queries` the span has (the query text), which the
+        topics, when given, turn into its query id."""
         fmt = self.format
-        metadata = _json_value(span.attributes.get(fmt.metadata_attribute), fmt.metadata_attribute)
+        metadata = json_value(span.attributes.get(fmt.metadata_attribute), fmt.metadata_attribute)
         if metadata is None:
             metadata = {}
         if not isinstance(metadata, dict):
             raise SpanError(
-                f"{fmt.metadata_attribute} must be a JSON object (got {_words(metadata)})"
+                f"{fmt.metadata_attribute} must be a JSON object (got {words(metadata)})"
             )
         fields = {
             field: metadata[key] for field, key in fmt.metadata_keys().items() if key in metadata
@@ -404,8 +460,33 @@ class SpanConverter:
                     f"no query id: {fmt.metadata_attribute} has no {fmt.query_id_key} and the "
                     f"span has no {' or '.join(queries)}"
                 )
-            fields["query_id"] = query
-        return fields
+            fields["query_id"], unknown = self._topic_id(query)
+            return _Fields(fields, unknown)
+        return _Fields(fields)
+
+    def _topic_id(self, query: object) -> tuple[object, bool]:
+        """A query text's id in the topics, and whether the topics lack the text (it is kept as
+        the query id then); a text under several ids is an error naming them."""
+        if self.topics is None or not isinstance(query, str):
+            return query, False
+        ids = self.topics.ids(query)
+        if len(ids) > 1:
+            raise SpanError(
+                f"the query text {shortened(query.strip())} is under several query ids in the "
+                f"topics ({', '.join(ids)}): which one is meant is unknown"
+            )
+        return (ids[0], False) if ids else (query, True)
+
+
+def _pair(span: SpanView) -> tuple[str, str]:
+    return span.span_id, span.parent_id
+
+
+def _related(span_id: str, parent_id: str, other_id: str, other_parent: str) -> bool:
+    """Whether two spans of a trace are parent and child, either way round."""
+    return (bool(parent_id) and parent_id == other_id) or (
+        bool(other_parent) and other_parent == span_id
+    )
 
 
 def _record(

@@ -155,12 +155,19 @@ def other_span(span_id: str, trace_id: str, timestamp: str, kind: str | None) ->
 
 
 def span(
-    span_id: str, trace_id: str, timestamp: str, name: str, attributes: list[dict[str, Any]]
+    span_id: str,
+    trace_id: str,
+    timestamp: str,
+    name: str,
+    attributes: list[dict[str, Any]],
+    parent_id: str | None = None,
 ) -> dict[str, Any]:
     start = nanos(timestamp)
+    parent = {} if parent_id is None else {"parentSpanId": parent_id}
     return {
         "traceId": trace_id,
         "spanId": span_id,
+        **parent,
         "name": name,
         "kind": 1,
         "startTimeUnixNano": str(start),
@@ -191,6 +198,19 @@ def trace_id_for(n: int) -> str:
     return f"{n + 1:032x}"
 
 
+def base64_ids(line: str) -> str:
+    """An export line with its ids in base64, as protobuf's JSON mapping (`MessageToJson`)
+    writes them, instead of OTLP/JSON's hex."""
+    request = json.loads(line)
+    for resource in request["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for item in scope["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in item:
+                        item[key] = base64.b64encode(bytes.fromhex(item[key])).decode("ascii")
+    return json.dumps(request)
+
+
 def to_protobuf(line: str) -> bytes:
     """An OTLP/JSON line as the protobuf body of an OTLP HTTP request. OTLP/JSON writes ids in
     hex where protobuf's JSON mapping wants base64, so the ids are re-encoded first."""
@@ -199,12 +219,6 @@ def to_protobuf(line: str) -> bytes:
         ExportTraceServiceRequest,
     )
 
-    request = json.loads(line)
-    for resource in request["resourceSpans"]:
-        for scope in resource["scopeSpans"]:
-            for item in scope["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in item:
-                        item[key] = base64.b64encode(bytes.fromhex(item[key])).decode("ascii")
+    request = json.loads(base64_ids(line))
     message = json_format.ParseDict(request, ExportTraceServiceRequest())
     return bytes(message.SerializeToString())

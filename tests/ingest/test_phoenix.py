@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.phoenix import PhoenixStore, read_day
 from retrieval_pipeline.ingest.spans import INPUT_SUFFIX, SpanConverter, SpanCounts, SpanRow
 from retrieval_pipeline.records import parse_record
@@ -31,6 +32,7 @@ from tests.ingest.span_exports import (
     to_protobuf,
     trace_id_for,
 )
+from tests.ingest.test_span_shapes import llamaindex_call
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +94,7 @@ def day_in_phoenix(phoenix: PhoenixServer) -> tuple[list[dict[str, Any]], list[s
     return day, lines
 
 
-def wait_until_stored(phoenix: PhoenixServer, count: int) -> None:
+def wait_until_stored(phoenix: PhoenixServer, count: int, project: str = PROJECT) -> None:
     """Phoenix writes spans behind the export's answer: wait until all of them are stored."""
     from phoenix.client import Client
     from phoenix.client.types.spans import SpanQuery
@@ -103,7 +105,7 @@ def wait_until_stored(phoenix: PhoenixServer, count: int) -> None:
     while stored < count and time.monotonic() < deadline:
         frame = client.spans.get_spans_dataframe(
             query=SpanQuery().select("name"),
-            project_identifier=PROJECT,
+            project_identifier=project,
             limit=count + 1,
             timeout=60,
         )
@@ -237,4 +239,31 @@ def test_the_nightly_pipeline_scores_a_day_from_phoenix(
     pd.testing.assert_frame_equal(
         stored.sort_values("trace_id").reset_index(drop=True)[columns],
         expected.sort_values("trace_id").reset_index(drop=True)[columns],
+    )
+
+
+def test_nested_retrievers_metadata_ids_and_an_empty_result_from_phoenix(
+    phoenix: PhoenixServer,
+) -> None:
+    """LlamaIndex's nested RETRIEVER spans read from Phoenix: the parent (its documents' ids
+    from their metadata, which Phoenix keeps as objects) scored, the child skipped by Phoenix's
+    `parent_id`; a documentless span without a relative is an empty result."""
+    project = "llamaindex-day"
+    calls = [llamaindex_call(n) for n in range(5)]
+    spans = [item for engine, parent, child, _ in calls for item in (child, parent, engine)]
+    for item in spans:  # traces of their own: Phoenix keeps a trace in its first project
+        item["traceId"] = "f" + item["traceId"][1:]
+    empty = calls[0][2] | {"spanId": "00000000000000ee", "traceId": "ee" * 16}
+    empty.pop("parentSpanId")
+    for line in (export_line([spans], project=project), export_line([[empty]], project=project)):
+        phoenix.send(to_protobuf(line))
+    wait_until_stored(phoenix, len(spans) + 1, project)
+    converter = SpanConverter(TraceFormatConfig(document_metadata_id_key="doc_id"))
+    rows = list(read_day(PhoenixStore(phoenix.base_url, project), DAY, converter))
+    assert [row.error for row in rows if row.error] == []
+    made = {r["trace_id"]: r["retrieved_ids"] for r in (json.loads(x.record or "") for x in rows)}
+    assert made == {parent["spanId"]: ids for _, parent, _, ids in calls} | {"00000000000000ee": []}
+    # only retrieval spans are asked for: 5 parents and the empty span, 5 nested children
+    assert converter.counts == SpanCounts(
+        read=11, converted=6, skipped=5, records=6, empty=1, nested=5
     )

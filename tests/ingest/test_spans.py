@@ -163,8 +163,11 @@ def bad_span(record: dict[str, Any], change: str) -> dict[str, Any]:
         drop(key)
         attributes.append({"key": key, "value": new})
 
-    if change == "no document ids":
-        drop("retrieval.documents.")
+    if change == "documents without ids":
+        attributes[:] = [a for a in attributes if not a["key"].endswith(".document.id")]
+    elif change == "documents with only metadata":
+        attributes[:] = [a for a in attributes if not a["key"].endswith(".document.id")]
+        attributes.append(attribute("retrieval.documents.0.document.metadata", '{"id": "a"}'))
     elif change == "a gap in the positions":
         drop("retrieval.documents.1.document.id")
     elif change == "an id with a fraction":
@@ -200,8 +203,11 @@ def bad_span(record: dict[str, Any], change: str) -> dict[str, Any]:
 
 
 BAD_SPANS = {
-    "no document ids": "no document ids: neither retrieval.documents.{i}.document.id nor "
-    "gen_ai.retrieval.documents is set",
+    "documents without ids": "the documents have no retrieval.documents.{i}.document.id: their "
+    "ranks cannot be scored",
+    "documents with only metadata": "the documents have no retrieval.documents.{i}.document.id, "
+    "only retrieval.documents.{i}.document.metadata: set [trace_format] document_metadata_id_key "
+    "to the metadata key holding your document ids",
     "a gap in the positions": "retrieval.documents.1.document.id is missing, yet the span has ids "
     "up to position",
     "an id with a fraction": "retrieval.documents.0.document.id is a number with a fraction; ids "
@@ -440,7 +446,23 @@ def test_an_empty_genai_list_is_an_empty_result(tmp_path: Path) -> None:
         write_lines(tmp_path / "e.jsonl", [export_line([[empty_list, empty_text]])])
     )
     assert [json.loads(r.record or "")["retrieved_ids"] for r in rows] == [[], []]
-    assert counts == SpanCounts(read=2, converted=2, records=2)
+    assert counts == SpanCounts(read=2, converted=2, records=2, empty=2)
+
+
+def test_no_document_attribute_is_an_empty_result_for_each_stage(tmp_path: Path) -> None:
+    """OpenInference writes nothing for an empty list: a RETRIEVER span without documents and a
+    RERANKER span without output documents are empty rankings, not quarantined."""
+    record = make_records(1, seed=16)[0] | {"retrieved_ids": []}
+    empty = openinference_retriever(record, "aa" * 16, random.Random(0))
+    cut = reranker("bb" * 8, "aa" * 16, record["timestamp"], ["d1", "d2"], [])
+    rows, counts = converted(write_lines(tmp_path / "e.jsonl", [export_line([[empty, cut]])]))
+    made = {json.loads(r.record or "")["trace_id"]: json.loads(r.record or "") for r in rows}
+    assert [r.error for r in rows] == [None] * 3
+    assert made[record["trace_id"]]["retrieved_ids"] == []
+    assert made["bb" * 8 + INPUT_SUFFIX]["retrieved_ids"] == ["d1", "d2"]
+    assert made["bb" * 8]["retrieved_ids"] == []
+    assert made["bb" * 8]["query_id"] == record["query_id"]  # paired with the held retriever
+    assert counts == SpanCounts(read=2, converted=2, records=3, empty=2)
 
 
 def test_line_ends_a_bom_and_a_corrupt_gzip(tmp_path: Path) -> None:
