@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -28,6 +27,7 @@ from retrieval_pipeline.cli.options import (
     metrics_option,
     relevance_level_option,
 )
+from retrieval_pipeline.metrics import DEFAULT_GMAX
 
 if TYPE_CHECKING:
     from retrieval_pipeline.ab.stages import StageGain
@@ -178,7 +178,17 @@ def evaluate(
             run = run_input.with_run_lines(run)
         lines = trec_output(run, run_input, gain) if fmt == "trec" else None
         if stages:
-            staged = stage_runs(list(traces), metrics, corpus, gain, relevance_level, reading)
+            staged = stage_runs(
+                list(traces),
+                metrics,
+                corpus,
+                gain,
+                relevance_level,
+                reading,
+                gmax=gmax,
+                judged_only=judged_only,
+                judgments=list(judgments),
+            )
     except (MetricConfigError, TraceFileError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except (duckdb.IOException, duckdb.OutOfMemoryException) as exc:
@@ -214,31 +224,36 @@ def stage_runs(
     gain: str,
     relevance_level: float,
     reading: SpanReading,
+    *,
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
+    judgments: Sequence[str] = (),
 ) -> StageSummary:
-    """The means and scored records of the reranker's two stages (the first stage is the run
-    `evaluate` prints anyway), and the gain per segment: one private run per stage."""
-    from retrieval_pipeline.ab.stages import stage_gains
-    from retrieval_pipeline.ingest.spans import (
-        INPUT_SUFFIX,
-        STAGE_RERANKER,
-        STAGE_RERANKER_INPUT,
-        STAGE_RETRIEVER,
-    )
-    from retrieval_pipeline.warehouse.evaluation import run_evaluation
+    """The means and scored records of every stage, and the reranker's gain per segment: one
+    private run per stage (`warehouse.stages`, as the nightly scores them), labelled as the
+    first stage is (the same corpus, judgments, gain, gmax and `judged_only`)."""
+    from retrieval_pipeline.ingest.spans import STAGE_RETRIEVER
+    from retrieval_pipeline.metrics import parse_metrics
+    from retrieval_pipeline.warehouse.stages import RERANKER_STAGES, stage_rows
+    from retrieval_pipeline.warehouse.stages import stage_runs as score_stages
 
-    runs = {
-        stage: run_evaluation(
-            traces, metrics, corpus, gain, relevance_level, spans=replace(reading, stage=stage)
-        )
-        for stage in (STAGE_RETRIEVER, STAGE_RERANKER_INPUT, STAGE_RERANKER)
-    }
-    names = [m.name for m in runs[STAGE_RETRIEVER].metrics]
-    gains = stage_gains(
-        runs[STAGE_RERANKER_INPUT].per_query, runs[STAGE_RERANKER].per_query, names, INPUT_SUFFIX
+    runs = score_stages(
+        lambda: traces,
+        parse_metrics(metrics),
+        (STAGE_RETRIEVER, *RERANKER_STAGES),
+        reading,
+        corpus=corpus,
+        gain=gain,
+        relevance_level=relevance_level,
+        gmax=gmax,
+        judged_only=judged_only,
+        judgments=judgments,
     )
-    means = {stage: run.means() for stage, run in runs.items()}
-    scored = {stage: run.ingest.valid for stage, run in runs.items()}
-    return means, scored, gains
+    names = [m.name for m in runs[STAGE_RETRIEVER].metrics]
+    day = stage_rows(runs, names)
+    means = {STAGE_RETRIEVER: runs[STAGE_RETRIEVER].means(), **day.overall_means(names)}
+    scored = {STAGE_RETRIEVER: runs[STAGE_RETRIEVER].ingest.valid, **day.scored}
+    return means, scored, day.stage_gains
 
 
 def summary(

@@ -447,10 +447,11 @@ def test_an_empty_day_is_no_data_for_every_blocking_check(
         checks.segment_thresholds,
         checks.annotation_coverage,
         checks.stale_label_rate,
+        checks.reranker_stage,
     ]
     result = _run_in_process(world, store, empty, rest)
     evaluations = checks_by_name(result)
-    for name in ("segment_thresholds", "annotation_coverage", "stale_label_rate"):
+    for name in ("segment_thresholds", "annotation_coverage", "stale_label_rate", "reranker_stage"):
         assert evaluations[name].passed is False, name
         assert (evaluations[name].description or "").startswith(f"no data for {empty}"), name
     assert not result.asset_materializations_for_node("deploy_gate")
