@@ -127,6 +127,7 @@ def test_the_nightly_and_evaluate_stages_agree(
     overall_gain = gains.loc[(OVERALL_SEGMENT, "mrr"), "gain"]
     assert math.isclose(metadata["mrr reranker gain"].value, overall_gain, rel_tol=1e-12)
     assert metadata["reranker_stage"].value is True
+    assert "| segment | metric | pairs |" in metadata["reranker_gains"].value
     exposition = prometheus.samples((tmp_path / "metrics" / "retrieval_pipeline.prom").read_text())
     assert exposition[prometheus.key("reranker_stage")] == 1.0
     gain_key = prometheus.key("reranker_gain", metric="mrr", segment=OVERALL_SEGMENT)

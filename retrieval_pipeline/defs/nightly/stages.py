@@ -72,7 +72,8 @@ def stage_metrics(
                 write_stage_day(conn, day, per_day[day])
     headline = list(config.headline_metrics)
     by_day = {
-        day: stage_day_metadata(rows.means, rows.gains, headline) for day, rows in per_day.items()
+        day: _shown(stage_day_metadata(rows.means, rows.gains, headline))
+        for day, rows in per_day.items()
     }
     summary = "\n".join(f"{day.isoformat()}: {meta['summary']}" for day, meta in by_day.items())
     return history.result(
@@ -82,3 +83,9 @@ def stage_metrics(
         by_day,
         {**range_metadata(start, end), "range_summary": summary or "no day in the store"},
     )
+
+
+def _shown(metadata: dict[str, object]) -> history.Metadata:
+    """The gains' table as Markdown in the UI; the rest as it is."""
+    table = metadata.get("reranker_gains")
+    return metadata | ({"reranker_gains": dg.MetadataValue.md(str(table))} if table else {})
