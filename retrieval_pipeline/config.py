@@ -95,6 +95,40 @@ class ChecksConfig(_Section):
     max_quarantine_rate: UnitFloat = 0.05
 
 
+def _gain_bound(value: float) -> float:
+    if not -1.0 <= value <= 1.0:
+        raise ValueError(f"must be a gain in [-1, 1] (output - input), got {value!r}")
+    return value
+
+
+GainFloat = Annotated[float, Field(strict=True, allow_inf_nan=False), AfterValidator(_gain_bound)]
+# The stages a `[stages]` threshold may name: the retriever's are `thresholds` themselves.
+RERANKER_STAGES = ("reranker_input", "reranker")
+
+
+def _reranker_stage(value: str) -> str:
+    if value not in RERANKER_STAGES:
+        raise ValueError(
+            f"must be 'reranker_input' or 'reranker' (the retriever's floors are [thresholds] "
+            f"and [segment_thresholds]), got {value!r}"
+        )
+    return value
+
+
+RerankerStage = Annotated[str, AfterValidator(_reranker_stage)]
+
+
+class StagesConfig(_Section):
+    """Per-stage limits behind the `reranker_stage` check (docs/spans.md, "Stages in the
+    nightly"): a floor on each reranker stage's mean per segment and variant, and a floor on the
+    reranker's gain over its input per segment, judged on the gain's mean (output - input)."""
+
+    thresholds: dict[RerankerStage, dict[MetricName, UnitFloat]] = Field(default_factory=dict)
+    min_gain: dict[MetricName, GainFloat] = Field(default_factory=dict)
+    # a day without reranker spans fails the check instead of passing it
+    require_reranker: bool = Field(default=False, strict=True)
+
+
 class BaselineConfig(_Section):
     """Which days a partition is compared against in the regression report."""
 
@@ -302,6 +336,7 @@ class PipelineConfig(_Section):
     click_labels: ClickLabelsConfig = Field(default_factory=ClickLabelsConfig)
     trace_format: TraceFormatConfig = Field(default_factory=TraceFormatConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    stages: StagesConfig = Field(default_factory=StagesConfig)
     # The first daily partition (YYYY-MM-DD); unset: the trace store's earliest day.
     start_date: date | None = None
 
@@ -330,6 +365,8 @@ class PipelineConfig(_Section):
             ("comparison.guarded_metrics", list(self.comparison.guarded_metrics)),
         ]
         named += [(f"segment_thresholds.{s}", list(t)) for s, t in self.segment_thresholds.items()]
+        named += [(f"stages.thresholds.{s}", list(t)) for s, t in self.stages.thresholds.items()]
+        named.append(("stages.min_gain", list(self.stages.min_gain)))
         for where, names in named:
             problems += [
                 f"{where}: {name!r} is not among the configured metrics ({', '.join(self.metrics)})"
@@ -396,6 +433,7 @@ _SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
     ("click_labels",): ClickLabelsConfig,
     ("trace_format",): TraceFormatConfig,
     ("execution",): ExecutionConfig,
+    ("stages",): StagesConfig,
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 

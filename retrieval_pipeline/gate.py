@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from retrieval_pipeline.config import StagesConfig
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
 from retrieval_pipeline.text import escape_markdown
 
@@ -334,3 +335,74 @@ def approval_record(
             for o in outcomes
         ],
     }
+
+
+def stage_verdict(
+    means: pd.DataFrame,
+    gains: pd.DataFrame,
+    stages: StagesConfig,
+    start: date,
+    end: date,
+    no_data: Sequence[date] = (),
+) -> Verdict:
+    """The `reranker_stage` check: fails where a reranker stage's mean (per segment and
+    variant, overall too) is below its `[stages] thresholds` floor, or the reranker's gain over
+    its input (per segment and overall) is below `[stages] min_gain`, judged on the gain's mean.
+    A missing or NaN value never passes, and a day without traces (`no_data`) fails as it fails
+    every check. A day with traces but no reranker spans has no rows and passes saying so,
+    unless `require_reranker` is set."""
+    metadata = _window_metadata(start, end)
+    problems: list[str] = [_no_data(no_data, "no traces")] if no_data else []
+    with_day = start != end
+    without = [day for day in _days_without_rows(means, start, end) if day not in no_data]
+    if stages.require_reranker and without:
+        problems.append(_no_data(without, "no reranker stage, and [stages] requires one"))
+    judged = 0
+    for row in means.to_dict(orient="records") if not means.empty else []:
+        floor = stages.thresholds.get(row["stage"], {}).get(row["metric"])
+        if floor is None:
+            continue
+        judged += 1
+        value = row["mean"]
+        if not _is_number(value) or float(value) < floor:
+            problems.append(
+                f"{_day_prefix(row, with_day)}{row['stage']} {segment_label(row['segment'])} / "
+                f"{row['variant']}: {row['metric']} {_shown(value)} < {floor:.4f}"
+            )
+    for row in gains.to_dict(orient="records") if not gains.empty else []:
+        least = stages.min_gain.get(row["metric"])
+        if least is None:
+            continue
+        judged += 1
+        value = row["gain"]
+        if not _is_number(value) or float(value) < least:
+            problems.append(
+                f"{_day_prefix(row, with_day)}reranker gain {segment_label(row['segment'])}: "
+                f"{row['metric']} {_shown(value, signed=True)} < {least:+.4f} "
+                f"({int(row['pairs'])} paired spans)"
+            )
+    metadata |= {"judged": judged, "failing": len(problems), "days_without_reranker": len(without)}
+    none_text = (
+        "; no reranker stage on " + ", ".join(d.isoformat() for d in without) if without else ""
+    )
+    if problems:
+        metadata["breakdown"] = "\n".join(f"- {escape_markdown(p)}" for p in problems)
+        return Verdict(False, "\n".join(problems), metadata)
+    if len(without) == len(days_between(start, end)):
+        text = f"no reranker stage for {window_text(start, end)}: nothing to judge"
+    else:
+        text = (
+            f"every reranker stage and gain meets [stages] for {window_text(start, end)} "
+            f"({judged} values judged{none_text})"
+        )
+    return Verdict(True, text, metadata)
+
+
+def _day_prefix(row: Mapping[str, Any], with_day: bool) -> str:
+    return f"{_day(row['partition_date']).isoformat()} " if with_day else ""
+
+
+def _shown(value: object, signed: bool = False) -> str:
+    if not _is_number(value):
+        return "missing"
+    return f"{float(value):+.4f}" if signed else f"{float(value):.4f}"  # type: ignore[arg-type]

@@ -117,3 +117,33 @@ create table if not exists judgment_rejects (
     reason varchar not null,
     raw_record varchar not null
 );
+
+-- The reranker's stages of a day with RERANKER spans (docs/spans.md, "Stages in the nightly"),
+-- written by the `stage_metrics` asset (retrieval_pipeline.warehouse.stages); a day without
+-- reranker spans holds no rows. Per stage (reranker_input, reranker), segment and variant
+-- (segment `__all__`: overall per variant) and metric, the mean over annotated records.
+create table if not exists stage_metrics (
+    partition_date date not null,
+    stage varchar not null,
+    segment varchar not null,
+    variant varchar not null,
+    metric varchar not null,
+    traces bigint not null,             -- records of the stage (one per reranker span)
+    annotated_traces bigint not null,   -- of which scored (the metric not null)
+    mean double                         -- null without an annotated record
+);
+
+-- The reranker's gain over its input per segment (`__all__`: overall) and metric: output - input
+-- paired per reranker span (retrieval_pipeline.ab.stages), with its 95% interval.
+create table if not exists stage_gains (
+    partition_date date not null,
+    segment varchar not null,
+    metric varchar not null,
+    pairs bigint not null,              -- spans annotated in both stages
+    input_mean double,
+    output_mean double,
+    gain double,                        -- null without a pair
+    ci_low double,
+    ci_high double,
+    ci_method varchar
+);

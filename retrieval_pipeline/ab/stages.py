@@ -30,6 +30,18 @@ class StageGain:
     stats: PairedStats
 
 
+def reranker_records(
+    given: pd.DataFrame, reranked: pd.DataFrame, input_suffix: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The records of reranker spans alone in the two stages' per-trace tables: a stage run
+    also scores the plain trace records among the files (they have no stage), which are
+    first-stage records. An input record's trace_id ends in `input_suffix`; an output record's
+    is its span's."""
+    inputs = given[given["trace_id"].str.endswith(input_suffix)]
+    spans = set(inputs["trace_id"].str.removesuffix(input_suffix))
+    return inputs, reranked[reranked["trace_id"].isin(spans)]
+
+
 def stage_gains(
     given: pd.DataFrame,
     reranked: pd.DataFrame,
@@ -63,3 +75,74 @@ def stage_gains(
             )
             gains.append(StageGain(segment, metric, stats))
     return gains
+
+
+STAGE_METRIC_COLUMNS = [
+    "stage",
+    "segment",
+    "variant",
+    "metric",
+    "traces",
+    "annotated_traces",
+    "mean",
+]
+GAIN_COLUMNS = [
+    "segment",
+    "metric",
+    "pairs",
+    "input_mean",
+    "output_mean",
+    "gain",
+    "ci_low",
+    "ci_high",
+    "ci_method",
+]
+
+
+def stage_means(stage: str, per_query: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """One stage's per-trace table as rows per segment and variant, then per variant over every
+    segment (`OVERALL_SEGMENT`), and metric: records, annotated records and the mean over the
+    annotated ones (null when none is)."""
+    rows: list[dict[str, object]] = []
+    for variant in sorted(per_query["variant"].dropna().unique()):
+        of_variant = per_query[per_query["variant"] == variant]
+        segments = [*sorted(of_variant["segment"].unique()), OVERALL_SEGMENT]
+        for segment in segments:
+            cell = (
+                of_variant
+                if segment == OVERALL_SEGMENT
+                else of_variant[of_variant["segment"] == segment]
+            )
+            for metric in metrics:
+                scored = cell[metric].dropna()
+                rows.append(
+                    {
+                        "stage": stage,
+                        "segment": segment,
+                        "variant": variant,
+                        "metric": metric,
+                        "traces": len(cell),
+                        "annotated_traces": len(scored),
+                        "mean": float(scored.mean()) if len(scored) else None,
+                    }
+                )
+    return pd.DataFrame(rows, columns=STAGE_METRIC_COLUMNS)
+
+
+def gains_frame(gains: Sequence[StageGain]) -> pd.DataFrame:
+    """The gains as rows (segment, metric, pairs, input and output means, gain, interval)."""
+    rows = [
+        {
+            "segment": gain.segment,
+            "metric": gain.metric,
+            "pairs": gain.stats.n,
+            "input_mean": gain.stats.control_mean,
+            "output_mean": gain.stats.candidate_mean,
+            "gain": gain.stats.delta,
+            "ci_low": gain.stats.ci_low,
+            "ci_high": gain.stats.ci_high,
+            "ci_method": gain.stats.ci_method,
+        }
+        for gain in gains
+    ]
+    return pd.DataFrame(rows, columns=GAIN_COLUMNS)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -28,6 +27,7 @@ from retrieval_pipeline.cli.options import (
     metrics_option,
     relevance_level_option,
 )
+from retrieval_pipeline.metrics import DEFAULT_GMAX
 
 if TYPE_CHECKING:
     from retrieval_pipeline.ab.stages import StageGain
@@ -245,43 +245,36 @@ def stage_runs(
     relevance_level: float,
     reading: SpanReading,
     *,
-    gmax: float,
-    judged_only: bool,
-    judgments: list[str],
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
+    judgments: Sequence[str] = (),
 ) -> StageSummary:
-    """The means and scored records of each stage, and the reranker's gain per segment. The
-    first stage is `run`, the run `evaluate` prints (so the two agree); the reranker's input and
-    output are one private run each, with the same labels, judgments and options."""
-    from retrieval_pipeline.ab.stages import stage_gains
-    from retrieval_pipeline.ingest.spans import (
-        INPUT_SUFFIX,
-        STAGE_RERANKER,
-        STAGE_RERANKER_INPUT,
-        STAGE_RETRIEVER,
-    )
-    from retrieval_pipeline.warehouse.evaluation import run_evaluation
+    """The means and scored records of every stage, and the reranker's gain per segment. The
+    first stage is `run`, the run `evaluate` prints (so the two agree); each reranker stage is a
+    private run (`warehouse.stages`, as the nightly scores them), labelled as the first stage is
+    (the same corpus, judgments, gain, gmax and `judged_only`)."""
+    from retrieval_pipeline.ingest.spans import STAGE_RETRIEVER
+    from retrieval_pipeline.metrics import parse_metrics
+    from retrieval_pipeline.warehouse.stages import RERANKER_STAGES, stage_rows
+    from retrieval_pipeline.warehouse.stages import stage_runs as score_stages
 
-    runs = {STAGE_RETRIEVER: run} | {
-        stage: run_evaluation(
-            traces,
-            metrics,
-            corpus,
-            gain,
-            relevance_level,
-            gmax=gmax,
-            judged_only=judged_only,
-            spans=replace(reading, stage=stage),
-            judgments=judgments,
-        )
-        for stage in (STAGE_RERANKER_INPUT, STAGE_RERANKER)
-    }
-    names = [m.name for m in run.metrics]
-    gains = stage_gains(
-        runs[STAGE_RERANKER_INPUT].per_query, runs[STAGE_RERANKER].per_query, names, INPUT_SUFFIX
+    runs = {STAGE_RETRIEVER: run} | score_stages(
+        lambda: traces,
+        parse_metrics(metrics),
+        RERANKER_STAGES,
+        reading,
+        corpus=corpus,
+        gain=gain,
+        relevance_level=relevance_level,
+        gmax=gmax,
+        judged_only=judged_only,
+        judgments=judgments,
     )
-    means = {stage: stage_run.means() for stage, stage_run in runs.items()}
-    scored = {stage: stage_run.ingest.valid for stage, stage_run in runs.items()}
-    return means, scored, gains
+    names = [m.name for m in runs[STAGE_RETRIEVER].metrics]
+    day = stage_rows(runs, names)
+    means = {STAGE_RETRIEVER: runs[STAGE_RETRIEVER].means(), **day.overall_means(names)}
+    scored = {STAGE_RETRIEVER: runs[STAGE_RETRIEVER].ingest.valid, **day.scored}
+    return means, scored, day.stage_gains
 
 
 def _kind_name(spec: str) -> str:

@@ -23,7 +23,7 @@ from retrieval_pipeline.defs.executor import (
     in_process_freeing_dead_slots,
     multiprocess_freeing_dead_slots,
 )
-from retrieval_pipeline.defs.nightly import assets, checks, click_labels, gate, judgments
+from retrieval_pipeline.defs.nightly import assets, checks, click_labels, gate, judgments, stages
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
@@ -48,6 +48,7 @@ ASSETS = [
     assets.labels,
     assets.query_metrics,
     assets.segment_metrics,
+    stages.stage_metrics,
     assets.regression_report,
     gate.deploy_gate,
 ]

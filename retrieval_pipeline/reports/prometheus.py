@@ -61,6 +61,10 @@ ROW_KEYS = (
 JUDGED_KEY = "judged_share"
 
 
+# a day's reranker stage means and gains, rows as stored (`warehouse.stages`)
+StageSeries = tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]
+
+
 class MetricsFileError(ValueError):
     """Rows, counts or a metrics folder that cannot be written as a metrics file."""
 
@@ -235,6 +239,51 @@ def _group_families(rows: Sequence[Mapping[str, Any]]) -> Iterator[Metric]:
         yield judged
 
 
+def _stage_families(
+    means: Sequence[Mapping[str, Any]], gains: Sequence[Mapping[str, Any]]
+) -> Iterator[Metric]:
+    """The reranker's stages (docs/spans.md, "Stages in the nightly"): whether the day had one,
+    each stage's mean per segment and variant, and the gain over its input with its interval.
+    A day without reranker spans gives `reranker_stage 0` and no other stage series."""
+    present = _family("reranker_stage", "1 when the day's spans hold a reranker stage, else 0.")
+    present.add_metric([], float(bool(means)))
+    yield present
+    if not means:
+        return
+    keys = ("stage", "segment", "variant", "metric")
+    stage_mean = _family(
+        "stage_metric_mean_ratio", "Mean of the metric over a reranker stage's records.", keys
+    )
+    for row in sorted(means, key=lambda r: (str(r["stage"]), *_row_order(r))):
+        value = finite(row["mean"])
+        if value is not None:
+            stage_mean.add_metric([str(row[key]) for key in keys], value)
+    yield stage_mean
+    per_gain = {
+        "gain": _family(
+            "reranker_gain",
+            "Reranker output - input, mean over paired spans.",
+            ("segment", "metric"),
+        ),
+        "ci_low": _family(
+            "reranker_gain_ci_lower", "Lower end of the gain's 95% interval.", ("segment", "metric")
+        ),
+        "ci_high": _family(
+            "reranker_gain_ci_upper", "Upper end of the gain's 95% interval.", ("segment", "metric")
+        ),
+        "pairs": _family(
+            "reranker_gain_pairs", "Reranker spans paired for the gain.", ("segment", "metric")
+        ),
+    }
+    for row in gains:
+        labels = [str(row["segment"]), str(row["metric"])]
+        for column, family in per_gain.items():
+            value = finite(row[column])
+            if value is not None:
+                family.add_metric(labels, value)
+    yield from per_gain.values()
+
+
 def _quality_families(quality: Quality) -> Iterator[Metric]:
     for name, doc, value in (
         ("records_read", "Records read: valid traces plus quarantined ones.", quality.records_read),
@@ -286,15 +335,18 @@ def exposition(
     quality: Quality,
     run_at: datetime,
     last_success_at: datetime | None,
+    stages: StageSeries | None = None,
 ) -> str:
     """The text exposition of one day's segment-metric rows and quality counts, with the run's
-    end (`run_at`) and the last successful run's (None: no run has succeeded yet)."""
+    end (`run_at`) and the last successful run's (None: no run has succeeded yet); `stages`:
+    the day's reranker stage means and gains, as stored (None: no stage series)."""
     day, checked = check_rows(rows)
     families = [
         *_time_families(day, run_at, last_success_at),
         *_metric_families(checked),
         *_group_families(checked),
         *_quality_families(quality),
+        *(_stage_families(*stages) if stages is not None else ()),
     ]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(families))
@@ -319,6 +371,7 @@ def write_metrics_file(
     quality: Quality,
     run_at: datetime,
     succeeded: bool,
+    stages: StageSeries | None = None,
 ) -> WriteOutcome:
     """Replace `path` with the day's exposition, unless it already describes a later day.
 
@@ -337,7 +390,7 @@ def write_metrics_file(
     if not succeeded:
         kept = _gauge(previous, f"{PREFIX}_last_success_timestamp_seconds")
         last_success = datetime.fromtimestamp(kept, UTC) if kept is not None else None
-    write_text_atomically(path, exposition(checked, quality, run_at, last_success))
+    write_text_atomically(path, exposition(checked, quality, run_at, last_success, stages))
     return WriteOutcome(True, path)
 
 

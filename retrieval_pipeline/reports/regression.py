@@ -20,6 +20,7 @@ import pandas as pd
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.gate import Miss, misses_of, report_order, window_text
 from retrieval_pipeline.reports import judged
+from retrieval_pipeline.reports.stages import StageRows, stages_dict, stages_markdown
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
 from retrieval_pipeline.text import MISSING, escape_markdown, markdown_table, number
 
@@ -135,6 +136,8 @@ class RegressionReport:
     coverage_metric: str | None = None  # the judged@K shown beside the annotation coverage
     # (variant, label source, annotated traces): where the day's labels came from
     label_sources: tuple[tuple[str, str, int], ...] = ()
+    # the day's reranker stage means and gains (`warehouse.stages`); None: not read
+    stages: StageRows | None = None
 
     @property
     def has_data(self) -> bool:
@@ -248,6 +251,7 @@ class RegressionReport:
                 "overall": self.judged_overall(),
                 "warnings": self.judged_warnings(),
             },
+            "stages": None if self.stages is None else stages_dict(*self.stages),
             "rows": _records(self.rows),
         }
 
@@ -327,6 +331,8 @@ class RegressionReport:
             parts.append(f"Not enough annotated traces for a verdict: {names}.")
         parts += self._judged_markdown()
         parts.append(self.markdown_table())
+        if self.stages is not None:
+            parts += stages_markdown(*self.stages)
         return "\n\n".join(parts) + "\n"
 
     def _source_shares(self) -> list[tuple[str, str, int, float]]:
@@ -380,6 +386,7 @@ def build_report(
     config: PipelineConfig,
     day: date,
     label_sources: tuple[tuple[str, str, int], ...] = (),
+    stages: StageRows | None = None,
 ) -> RegressionReport:
     """The report for `day` from its `regression_report` rows (`sql/rpt_regression.sql`) and,
     where given, its label sources (`warehouse.nightly.label_sources`)."""
@@ -395,4 +402,5 @@ def build_report(
         misses=misses_of(ordered),
         coverage_metric=config.coverage_metric(),
         label_sources=label_sources,
+        stages=stages,
     )

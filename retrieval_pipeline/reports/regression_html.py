@@ -30,6 +30,7 @@ from retrieval_pipeline.reports.charts import (
 )
 from retrieval_pipeline.reports.html import chart_html, esc, html_page, render_table
 from retrieval_pipeline.reports.regression import RegressionReport, Watch, watch_heading
+from retrieval_pipeline.reports.stages import NO_RERANKER
 from retrieval_pipeline.reports.svg import Chart, Series
 from retrieval_pipeline.reports.trend_chart import TREND_PARTITIONS, trend_section
 from retrieval_pipeline.segments import segment_label
@@ -314,7 +315,34 @@ def regression_html(
             )
             + "</section>"
         )
+        if report.stages is not None:
+            sections.append(_stages_html(*report.stages))
     return html_page(f"Retrieval regression report: {day}", sections)
+
+
+def _stages_html(means: pd.DataFrame, gains: pd.DataFrame) -> str:
+    """The reranker's gain over its input per segment, or that the day has no reranker stage."""
+    if means.empty:
+        return f"<section><h2>Reranker stage</h2><p>{esc(NO_RERANKER)}.</p></section>"
+    table = pd.DataFrame(
+        {
+            "segment": [segment_label(str(s)) for s in gains["segment"]],
+            "metric": gains["metric"],
+            "pairs": gains["pairs"],
+            "input": [number(v, 4) for v in gains["input_mean"]],
+            "output": [number(v, 4) for v in gains["output_mean"]],
+            "gain": [number(v, 4, signed=True) for v in gains["gain"]],
+            "95% CI": [
+                f"{number(lo, 4, signed=True)}..{number(hi, 4, signed=True)}"
+                for lo, hi in zip(gains["ci_low"], gains["ci_high"], strict=True)
+            ],
+        }
+    )
+    return (
+        "<section><h2>Reranker stage</h2><p>The reranker's output against its input, each "
+        "scored against the retriever's labels; gain = output - input, paired per reranker "
+        "span.</p>" + render_table(table) + "</section>"
+    )
 
 
 def trend_metrics(day_report: RegressionReport, config: PipelineConfig) -> list[str]:

@@ -4,11 +4,14 @@ Pure."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
+import pandas as pd
+
 from retrieval_pipeline.ab.stages import StageGain
-from retrieval_pipeline.segments import segment_label
-from retrieval_pipeline.text import number
+from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
+from retrieval_pipeline.text import MISSING, markdown_table, number
 
 STAGE_WORDS = {
     "retriever": "first-stage retrieval",
@@ -81,3 +84,109 @@ def stages_text(
             f"{number(stats.delta, 4, signed=True)}{interval}"
         )
     return "\n".join(lines)
+
+
+# a day's (stage means, reranker gains) as stored (`ab.stages` columns, with partition_date)
+StageRows = tuple[pd.DataFrame, pd.DataFrame]
+NO_RERANKER = "no reranker stage: the day holds no RERANKER span"
+
+
+def _finite(value: object) -> float | None:
+    number_value = float(value) if isinstance(value, int | float) else None
+    return number_value if number_value is not None and math.isfinite(number_value) else None
+
+
+def overall_gains(gains: pd.DataFrame, metrics: Sequence[str]) -> dict[str, float]:
+    """The reranker's overall gain of each of `metrics` that has one."""
+    found: dict[str, float] = {}
+    for row in gains.to_dict(orient="records") if len(gains) else []:
+        value = _finite(row["gain"])
+        if row["segment"] == OVERALL_SEGMENT and row["metric"] in metrics and value is not None:
+            found[str(row["metric"])] = value
+    return found
+
+
+def stage_day_summary(means: pd.DataFrame, gains: pd.DataFrame, metrics: Sequence[str]) -> str:
+    """One line: the reranker's overall gain of `metrics`, or that there is no reranker stage."""
+    if means.empty:
+        return NO_RERANKER
+    shown = overall_gains(gains, metrics)
+    words = ", ".join(
+        f"{metric} {number(value, 4, signed=True)}" for metric, value in shown.items()
+    )
+    pairs = int(gains["pairs"].max()) if len(gains) else 0
+    return f"reranker gain over its input, overall: {words or MISSING} ({pairs} paired spans)"
+
+
+def stage_day_metadata(
+    means: pd.DataFrame, gains: pd.DataFrame, metrics: Sequence[str]
+) -> dict[str, object]:
+    """A day's stage metadata the UI plots: per headline metric the overall gain and each
+    stage's overall mean per variant (left out where missing, rather than plotted as 0), the
+    summary and a table of the gains."""
+    metadata: dict[str, object] = {
+        "summary": stage_day_summary(means, gains, metrics),
+        "reranker_stage": not means.empty,
+    }
+    if means.empty:
+        return metadata
+    for metric, gain in overall_gains(gains, metrics).items():
+        metadata[f"{metric} reranker gain"] = gain
+    overall = means[(means["segment"] == OVERALL_SEGMENT) & means["metric"].isin(metrics)]
+    for row in overall.to_dict(orient="records"):
+        value = _finite(row["mean"])
+        if value is not None:
+            metadata[f"{row['metric']} ({row['stage']}, {row['variant']})"] = value
+    metadata["reranker_gains"] = gains_markdown(gains)
+    return metadata
+
+
+def gains_markdown(gains: pd.DataFrame) -> str:
+    """The gains as a Markdown table: segment, metric, pairs, input, output, gain, interval."""
+    rows = [
+        [
+            segment_label(str(row["segment"])),
+            row["metric"],
+            int(row["pairs"]),
+            number(row["input_mean"], 4),
+            number(row["output_mean"], 4),
+            number(row["gain"], 4, signed=True),
+            f"{number(row['ci_low'], 4, signed=True)}..{number(row['ci_high'], 4, signed=True)}",
+        ]
+        for row in (gains.to_dict(orient="records") if len(gains) else [])
+    ]
+    header = ["segment", "metric", "pairs", "input", "output", "gain", "95% CI"]
+    return markdown_table(header, rows)
+
+
+def stages_markdown(means: pd.DataFrame, gains: pd.DataFrame) -> list[str]:
+    """The regression report's section on the reranker: its gain per segment, or that the day
+    has no reranker stage (never a gain of 0)."""
+    parts = ["## Reranker stage"]
+    if means.empty:
+        return [*parts, "No reranker stage: the day holds no RERANKER span."]
+    parts.append(
+        "The reranker's output against its input, each scored against the retriever's labels; "
+        "gain = output - input, paired per reranker span, with its 95% interval."
+    )
+    parts.append(gains_markdown(gains))
+    return parts
+
+
+def stages_dict(means: pd.DataFrame, gains: pd.DataFrame) -> dict[str, object]:
+    """The report's stages as data: whether the day had a reranker stage, its overall stage
+    means and its gains (missing values as null)."""
+
+    def records(frame: pd.DataFrame) -> list[dict[str, object]]:
+        kept = frame.drop(columns=["partition_date"], errors="ignore")
+        return [
+            {k: _finite(v) if isinstance(v, float) else v for k, v in row.items()}
+            for row in kept.to_dict(orient="records")
+        ]
+
+    return {
+        "reranker_stage": not means.empty,
+        "summary": stage_day_summary(means, gains, sorted(set(gains.get("metric", [])))),
+        "means": records(means),
+        "gains": records(gains),
+    }

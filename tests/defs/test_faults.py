@@ -37,6 +37,7 @@ from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.sample import write_sample_store
 from retrieval_pipeline.store import LocalTraceStore
 from retrieval_pipeline.warehouse import connection, nightly
+from retrieval_pipeline.warehouse.stages import read_stage_gains, read_stage_metrics
 from tests.dagster_runs import (
     ASSET_NAMES,
     NIGHTLY,
@@ -336,6 +337,8 @@ def test_three_runs_at_once_all_succeed_and_equal_sequential_runs(
                 config,
                 day,
                 nightly.label_sources(conn, day),
+                # the sample has no reranker spans: the report says so
+                (read_stage_metrics(conn, day, day), read_stage_gains(conn, day, day)),
             )
             for day in days
         }
@@ -447,10 +450,11 @@ def test_an_empty_day_is_no_data_for_every_blocking_check(
         checks.segment_thresholds,
         checks.annotation_coverage,
         checks.stale_label_rate,
+        checks.reranker_stage,
     ]
     result = _run_in_process(world, store, empty, rest)
     evaluations = checks_by_name(result)
-    for name in ("segment_thresholds", "annotation_coverage", "stale_label_rate"):
+    for name in ("segment_thresholds", "annotation_coverage", "stale_label_rate", "reranker_stage"):
         assert evaluations[name].passed is False, name
         assert (evaluations[name].description or "").startswith(f"no data for {empty}"), name
     assert not result.asset_materializations_for_node("deploy_gate")

@@ -109,6 +109,7 @@ def test_definitions_snapshot() -> None:
         "labels",
         "query_metrics",
         "segment_metrics",
+        "stage_metrics",
         "regression_report",
         "deploy_gate",
     }
@@ -116,6 +117,7 @@ def test_definitions_snapshot() -> None:
     assert {(k.asset_key.to_user_string(), k.name) for k in check_keys} == {
         ("regression_report", "segment_thresholds"),
         ("regression_report", "annotation_coverage"),
+        ("regression_report", "reranker_stage"),
         ("traces", "quarantine_rate"),
         ("labels", "stale_label_rate"),
     }
@@ -261,6 +263,7 @@ def test_a_three_day_range_backfills_in_one_run(nightly: Setup) -> None:
             "segment_thresholds": True,
             "annotation_coverage": True,
             "quarantine_rate": True,
+            "reranker_stage": True,  # plain trace records: no reranker stage, which passes
         }
 
 
@@ -271,6 +274,7 @@ def test_every_check_passes_on_clean_days(nightly: Setup) -> None:
         "annotation_coverage": True,
         "quarantine_rate": True,
         "stale_label_rate": True,
+        "reranker_stage": True,
     }
 
 
@@ -288,6 +292,7 @@ def test_the_regression_day_materializes_everything_but_the_gate(nightly: Setup)
         "annotation_coverage": True,
         "quarantine_rate": True,
         "stale_label_rate": True,
+        "reranker_stage": True,
     }
     assert evaluations["segment_thresholds"].severity == dg.AssetCheckSeverity.ERROR
 

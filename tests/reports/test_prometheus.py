@@ -246,3 +246,36 @@ def test_the_gate_records_the_day_s_success(tmp_path: Path) -> None:
     assert samples(path.read_text(encoding="utf-8"))[key("last_success_timestamp_seconds")] == (
         again.timestamp()
     )
+
+
+def test_the_reranker_stage_series() -> None:
+    means = [
+        {"stage": s, "segment": OVERALL_SEGMENT, "variant": "control", "metric": "mrr", "mean": m}
+        for s, m in (("reranker_input", 0.5), ("reranker", 0.625))
+    ]
+    means.append(means[0] | {"segment": "faq", "mean": math.nan})  # missing: left out
+    gains = [
+        {
+            "segment": OVERALL_SEGMENT,
+            "metric": "mrr",
+            "gain": 0.625 - 0.5,
+            "ci_low": 0.0625,
+            "ci_high": 0.1875,
+            "pairs": 8,
+        }
+    ]
+    got = samples(exposition(ROWS, QUALITY, RUN_AT, None, (means, gains)))
+    cell = {"segment": OVERALL_SEGMENT, "metric": "mrr"}
+    assert got[key("reranker_stage")] == 1.0
+    assert got[key("stage_metric_mean_ratio", stage="reranker", variant="control", **cell)] == 0.625
+    assert got[key("reranker_gain", **cell)] == 0.625 - 0.5
+    assert got[key("reranker_gain_ci_lower", **cell)] == 0.0625
+    assert got[key("reranker_gain_ci_upper", **cell)] == 0.1875
+    assert got[key("reranker_gain_pairs", **cell)] == 8
+    assert not [
+        labels for name, labels in got if "stage_metric" in name and ("segment", "faq") in labels
+    ]
+    none = samples(exposition(ROWS, QUALITY, RUN_AT, None, ([], [])))
+    assert none[key("reranker_stage")] == 0.0
+    assert not [name for name, _ in none if "gain" in name or "stage_metric" in name]
+    assert key("reranker_stage") not in samples(exposition(ROWS, QUALITY, RUN_AT, None))

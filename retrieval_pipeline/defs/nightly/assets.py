@@ -39,6 +39,7 @@ from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
 from retrieval_pipeline.warehouse.judgments import judged_query_counts
 from retrieval_pipeline.warehouse.sources import TraceSource
+from retrieval_pipeline.warehouse.stages import read_stage_gains, read_stage_metrics
 from retrieval_pipeline.warehouse.steps import (
     LabelCounts,
     MetricCounts,
@@ -310,7 +311,7 @@ def segment_metrics(
     )
 
 
-@warehouse_asset(deps=[segment_metrics])
+@warehouse_asset(deps=[segment_metrics, dg.AssetKey("stage_metrics")])
 def regression_report(
     context: dg.AssetExecutionContext,
     warehouse: WarehouseResource,
@@ -326,7 +327,9 @@ def regression_report(
     with warehouse.get_connection() as conn:
         for day in gate.days_between(start, end):
             rows = nightly.build_regression_rows(conn, config, day)
-            reports.append(build_report(rows, config, day, nightly.label_sources(conn, day)))
+            stages = (read_stage_metrics(conn, day, day), read_stage_gains(conn, day, day))
+            sources = nightly.label_sources(conn, day)
+            reports.append(build_report(rows, config, day, sources, stages))
             metrics = regression_html.trend_metrics(reports[-1], config)
             day_trend = read_segment_trend(conn, day, metrics)
             regression_html.write_regression_html(reports[-1], day_trend, config, folder)

@@ -1,5 +1,5 @@
-"""Asset checks: thresholds, annotation coverage and quarantine rate block the deploy gate (error);
-the stale-label rate warns. A partition without data fails every check.
+"""Asset checks: thresholds, annotation coverage, quarantine rate and the reranker's stages block
+the deploy gate (error); the stale-label rate warns. A partition without data fails every check.
 
 Each check reads the warehouse for the run's partition range and records that range in its
 metadata (`partition_start`, `partition_end`), which the deploy gate compares with its own.
@@ -21,6 +21,7 @@ from retrieval_pipeline.defs.partitions import partition_days
 from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
 from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.nightly import QualityCounts
+from retrieval_pipeline.warehouse.stages import read_stage_gains, read_stage_metrics
 
 Share = tuple[int, int]  # (part, whole) of one day
 
@@ -105,6 +106,29 @@ def quarantine_rate(
     return _result(verdict, severity)
 
 
+@dg.asset_check(asset=regression_report, blocking=True, pool=POOL)
+def reranker_stage(
+    context: dg.AssetCheckExecutionContext,
+    warehouse: WarehouseResource,
+    settings: PipelineSettingsResource,
+) -> dg.AssetCheckResult:
+    """Fails when a reranker stage's mean misses its `[stages] thresholds` floor, or the
+    reranker's gain over its input (its mean) is below `[stages] min_gain`, in any segment or
+    overall; a missing value never passes. A day without reranker spans passes saying so,
+    unless `[stages] require_reranker` is set (docs/spans.md, "Stages in the nightly")."""
+    start, end = partition_days(context)
+    with warehouse.get_connection() as conn:
+        means = read_stage_metrics(conn, start, end)
+        gains = read_stage_gains(conn, start, end)
+        no_data = [
+            day
+            for day in gate.days_between(start, end)
+            if not nightly.quality_counts(conn, day, day).records_read
+        ]
+    verdict = gate.stage_verdict(means, gains, settings.load().stages, start, end, no_data)
+    return _result(verdict, dg.AssetCheckSeverity.ERROR)
+
+
 @dg.asset_check(asset=labels, blocking=False, pool=POOL)
 def stale_label_rate(
     context: dg.AssetCheckExecutionContext,
@@ -119,5 +143,5 @@ def stale_label_rate(
     return _result(verdict, dg.AssetCheckSeverity.WARN)
 
 
-BLOCKING_CHECKS = (segment_thresholds, annotation_coverage, quarantine_rate)
+BLOCKING_CHECKS = (segment_thresholds, annotation_coverage, quarantine_rate, reranker_stage)
 ALL_CHECKS = (*BLOCKING_CHECKS, stale_label_rate)

@@ -29,6 +29,7 @@ BLOCKING_CHECK_KEYS = (
     dg.AssetCheckKey(dg.AssetKey("regression_report"), "segment_thresholds"),
     dg.AssetCheckKey(dg.AssetKey("regression_report"), "annotation_coverage"),
     dg.AssetCheckKey(dg.AssetKey("traces"), "quarantine_rate"),
+    dg.AssetCheckKey(dg.AssetKey("regression_report"), "reranker_stage"),
 )
 BLOCKING_CHECKS = tuple(key.name for key in BLOCKING_CHECK_KEYS)
 

@@ -17,6 +17,7 @@ import duckdb
 
 from retrieval_pipeline import environment
 from retrieval_pipeline.warehouse import nightly
+from retrieval_pipeline.warehouse import stages as stages_table
 
 METRICS_DIR_ENV = environment.METRICS_DIR
 
@@ -66,7 +67,13 @@ def write_day(conn: duckdb.DuckDBPyConnection, day: date) -> dict[str, str]:
     if not rows:
         return {"metrics_file": f"not written: no segment metrics for {day.isoformat()}"}
     quality = nightly.quality_counts(conn, day, day)
-    outcome = prometheus.write_metrics_file(path, rows, quality, datetime.now(UTC), succeeded=False)
+    stages = (
+        stages_table.read_stage_metrics(conn, day, day).to_dict(orient="records"),
+        stages_table.read_stage_gains(conn, day, day).to_dict(orient="records"),
+    )
+    outcome = prometheus.write_metrics_file(
+        path, rows, quality, datetime.now(UTC), succeeded=False, stages=stages
+    )
     return _said(outcome, path)
 
 

@@ -1,0 +1,3 @@
+-- Empty the days [$start_date, $end_date] of `stage_metrics` before they are written again.
+delete from stage_metrics
+where partition_date between $start_date and $end_date
