@@ -14,7 +14,6 @@ metric, by hand: nothing retrieved, nothing found.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import random
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytrec_eval
 
-from tests.ingest.span_exports import export_line, openinference_retriever, reranker
+from tests.ingest.span_exports import base64_ids, export_line, openinference_retriever, reranker
 
 DAY = "2026-12-01"
 PROJECT = "conformance"
@@ -238,18 +237,7 @@ def span_lines(data: Dataset, kind: str) -> list[str]:
                 )
             )
     lines = [export_line([spans[at : at + 10]], project=PROJECT) for at in range(0, len(spans), 10)]
-    return [_base64_ids(line) for line in lines] if kind == "otlp-base64" else lines
-
-
-def _base64_ids(line: str) -> str:
-    request = json.loads(line)
-    for resource in request["resourceSpans"]:
-        for scope in resource["scopeSpans"]:
-            for item in scope["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in item:
-                        item[key] = base64.b64encode(bytes.fromhex(item[key])).decode("ascii")
-    return json.dumps(request)
+    return [base64_ids(line) for line in lines] if kind == "otlp-base64" else lines
 
 
 def table(data: Dataset, kind: str) -> pa.Table:
