@@ -42,9 +42,9 @@ import math
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
-from scipy import stats
 
 from retrieval_pipeline.config import DEFAULT_NORMAL_APPROXIMATION_MIN_PAIRS
 from retrieval_pipeline.intervals import bounded_mean_interval
@@ -151,6 +151,15 @@ def holm_adjust(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
+def _scipy_stats() -> ModuleType:
+    """`scipy.stats`, imported where a test runs: it costs about as much as DuckDB, pandas and
+    pyarrow together, and a command that computes no interval or p-value (`evaluate` without
+    `--stages`, `monitor`, the report's text) should not pay for it."""
+    from scipy import stats
+
+    return stats
+
+
 def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean(x, axis=axis)
 
@@ -176,7 +185,7 @@ def _bootstrap_ci(
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = stats.bootstrap(
+            result = _scipy_stats().bootstrap(
                 (d,),
                 _mean,
                 n_resamples=n_resamples,
@@ -196,7 +205,7 @@ def _bootstrap_ci(
 
 def t_interval(n: int, mean: float, sd: float) -> tuple[float, float]:
     """The Student t interval of a mean: mean +- t(1 - (1 - level) / 2, n - 1) * sd / sqrt(n)."""
-    half = float(stats.t.ppf(0.5 + CONFIDENCE_LEVEL / 2, n - 1)) * sd / math.sqrt(n)
+    half = float(_scipy_stats().t.ppf(0.5 + CONFIDENCE_LEVEL / 2, n - 1)) * sd / math.sqrt(n)
     return mean - half, mean + half
 
 
@@ -364,7 +373,7 @@ def difference_statistics(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             # `scipy.stats.ttest_rel(candidate, control)`: the one-sample test of the differences
-            t_p = float(stats.ttest_1samp(raw, 0.0).pvalue)
+            t_p = float(_scipy_stats().ttest_1samp(raw, 0.0).pvalue)
         p_t = t_p if not caught and math.isfinite(t_p) else None
     k = int(np.count_nonzero(d))
     if k >= large:

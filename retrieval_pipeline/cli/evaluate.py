@@ -214,16 +214,14 @@ def evaluate(
     problems = run.judgment_join.problems() if run.judgment_join is not None else []
     if output is not None:
         write_table(run.per_query, output)
-    from retrieval_pipeline.reports.stages import stages_data, stages_text
-
     if lines is not None:
         click.echo("\n".join(lines))
     elif fmt == "json":
         data = summary(run, run_input, by)
-        click.echo(json.dumps(data | stages_data(*staged) if stages else data, indent=2))
+        click.echo(json.dumps(data | _stages_data(staged) if stages else data, indent=2))
     else:
         text = summary_text(run, run_input, by, quarantine)
-        click.echo(text + "\n\n" + stages_text(*staged) if stages else text)
+        click.echo(text + "\n\n" + _stages_text(staged) if stages else text)
     if problems and not run.traces.by_own_labels:
         # every score would be a silent 0, or nothing is annotated: not a result to act on
         raise click.ClickException(
@@ -275,6 +273,18 @@ def stage_runs(
     means = {STAGE_RETRIEVER: runs[STAGE_RETRIEVER].means(), **day.overall_means(names)}
     scored = {STAGE_RETRIEVER: runs[STAGE_RETRIEVER].ingest.valid, **day.scored}
     return means, scored, day.stage_gains
+
+
+def _stages_data(staged: StageSummary) -> dict[str, object]:
+    from retrieval_pipeline.reports.stages import stages_data
+
+    return stages_data(*staged)
+
+
+def _stages_text(staged: StageSummary) -> str:
+    from retrieval_pipeline.reports.stages import stages_text
+
+    return stages_text(*staged)
 
 
 def _kind_name(spec: str) -> str:

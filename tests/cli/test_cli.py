@@ -189,10 +189,43 @@ def test_a_full_disk_fails_in_one_line(traces: Path, monkeypatch: pytest.MonkeyP
     assert 'Could not write file "/tmp/duckdb/spill.tmp": No space left' in line
 
 
-def test_evaluate_does_not_import_dagster(traces: Path) -> None:
+# What `evaluate` on trace records must not load: Dagster (the CLI never does), scipy (only a
+# statistical test needs it: `--stages`, `compare`), and the other commands' modules.
+NOT_FOR_EVALUATE = (
+    "dagster",
+    "scipy",
+    "scipy.stats",
+    "retrieval_pipeline.defs",
+    "retrieval_pipeline.live.monitor",
+    "retrieval_pipeline.cli.monitor",
+    "retrieval_pipeline.cli.compare",
+    "retrieval_pipeline.cli.labels_from_clicks",
+    "retrieval_pipeline.ab.compare",
+)
+
+
+def test_evaluate_imports_only_what_it_uses(traces: Path, tmp_path: Path) -> None:
     probe = (
-        "import sys; from retrieval_pipeline.cli import main; "
-        "main(['evaluate', sys.argv[1]], standalone_mode=False); "
-        "assert 'dagster' not in sys.modules, 'dagster imported'"
+        "import sys, json; from retrieval_pipeline.cli import main; "
+        "main(['evaluate', sys.argv[1], '--output', sys.argv[2]], standalone_mode=False); "
+        "print(json.dumps(sorted(sys.modules)))"
     )
-    subprocess.run([sys.executable, "-c", probe, str(traces)], check=True, capture_output=True)
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(traces), str(tmp_path / "per_query.parquet")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    loaded = set(json.loads(out.strip().splitlines()[-1]))
+    assert "retrieval_pipeline.warehouse.evaluation" in loaded  # the probe did run evaluate
+    assert sorted(loaded & set(NOT_FOR_EVALUATE)) == []
+
+
+def test_stages_load_scipy_only_when_asked(traces: Path) -> None:
+    probe = (
+        "import sys; from retrieval_pipeline.ab import stats; "
+        "assert 'scipy.stats' not in sys.modules, 'imported with ab.stats'; "
+        "stats.paired_statistics([0.1, 0.5, 0.3], [0.2, 0.4, 0.9]); "
+        "assert 'scipy.stats' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True)
