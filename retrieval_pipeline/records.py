@@ -10,9 +10,12 @@ import json
 import math
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
+
+from retrieval_pipeline.text import closest, printable
 
 
 class RecordError(ValueError):
@@ -346,3 +349,22 @@ def outside_day(record: TraceRecord, day: date) -> bool:
     """Whether a record stored under partition `day` was served on another UTC day. The store's
     day is authoritative: such a record is kept and scored under `day`, and counted."""
     return record.served_at.date() != day
+
+
+# How many unknown fields a summary names, most common first.
+SHOWN_UNKNOWN_FIELDS = 5
+
+
+def unknown_field_lines(unknown: Sequence[tuple[str, int]], known: Sequence[str]) -> list[str]:
+    """One line per field the records carry that a trace record does not have (`unknown`: name
+    and records, most first), with the known field it most likely misspells: a misspelt field is
+    otherwise read as absent without a word (`relevant_docs`: every trace unannotated)."""
+    lines = []
+    for name, count in unknown[:SHOWN_UNKNOWN_FIELDS]:
+        guess = closest(name, known)
+        hint = f": did you mean {guess}?" if guess else ", not read"
+        records = "record" if count == 1 else "records"
+        lines.append(f"unknown field {printable(name, 60)} in {count} {records}{hint}")
+    if len(unknown) > SHOWN_UNKNOWN_FIELDS:
+        lines.append(f"... and {len(unknown) - SHOWN_UNKNOWN_FIELDS} more unknown fields")
+    return lines

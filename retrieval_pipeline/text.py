@@ -6,6 +6,7 @@ numbers and trace strings through these, so a value reads the same wherever it i
 
 from __future__ import annotations
 
+import difflib
 import math
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -104,3 +105,10 @@ def markdown_table(header: Sequence[object], rows: Iterable[Sequence[object]]) -
     lines.append("|" + "---|" * len(header))
     lines += ["| " + " | ".join(escape_markdown(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name `name` most likely misspells (difflib's ratio of at least 0.6), if any:
+    what "did you mean ...?" offers for a field, a metric or an option."""
+    matches = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return matches[0] if matches else None

@@ -222,6 +222,11 @@ def evaluate(
     else:
         text = summary_text(run, run_input, by, quarantine)
         click.echo(text + "\n\n" + _stages_text(staged) if stages else text)
+    unknown = _unknown_fields(run)
+    if unknown and run.traces.annotated == 0:
+        # a misspelt field: every trace unannotated or quarantined, and the summary says why
+        misspelt = [line for line in unknown if line.endswith("?")] or unknown
+        raise click.ClickException("no trace could be scored; " + "; ".join(misspelt))
     if problems and not run.traces.by_own_labels:
         # every score would be a silent 0, or nothing is annotated: not a result to act on
         raise click.ClickException(
@@ -324,6 +329,7 @@ def summary(
         "judged_queries_without_trace": run.judged_queries.without_trace,
         "judgment_problems": run.judgment_join.problems() if run.judgment_join else [],
         "empty_results": run.traces.empty,
+        "unknown_fields": dict(run.ingest.unknown_fields),
         **(trec.counts() if trec is not None else {}),
         "means": run.means(),
         **({"by": {"columns": list(by), "groups": _groups(run, by)}} if by else {}),
@@ -332,6 +338,13 @@ def summary(
 
 def _groups(run: EvaluationRun, by: Sequence[str]) -> list[dict[str, object]]:
     return group_means(run.per_query, by, [metric.name for metric in run.metrics])
+
+
+def _unknown_fields(run: EvaluationRun) -> list[str]:
+    from retrieval_pipeline.ingest.files import TRACE_FIELDS
+    from retrieval_pipeline.records import unknown_field_lines
+
+    return unknown_field_lines(run.ingest.unknown_fields, TRACE_FIELDS)
 
 
 def _judged_text(run: EvaluationRun) -> str:
@@ -365,6 +378,7 @@ def summary_text(
     lines += [
         f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored{empty}, "
         f"{ingest.quarantined} quarantined{skipped}.",
+        *(line[0].upper() + line[1:] for line in _unknown_fields(run)),
         f"Annotated traces: {traces.annotated} of {traces.traces} ({coverage:.1%}); "
         f"{traces.unannotated} unannotated (not scored), {traces.no_relevant} with no relevant "
         "document (scored 0).",

@@ -23,6 +23,18 @@ PARQUET_SUFFIXES = (".parquet",)
 # file is a trace file only as one.
 OTLP_ONLY_SUFFIXES = (".json", ".json.gz")
 REQUIRED_FIELDS = ("trace_id", "query_id", "timestamp", "retrieved_ids")
+# Every field of a trace record (other fields and columns are not read by the pipeline).
+TRACE_FIELDS = (
+    *REQUIRED_FIELDS,
+    "relevant_ids",
+    "relevance_scores",
+    "segment",
+    "variant",
+    "label_source",
+)
+# ... and the fields a record made from a span has besides (ingest.spans): what a record may
+# carry without being told of an unknown field.
+RECORD_FIELDS = (*TRACE_FIELDS, "stage", "otel_trace_id", "span_id")
 
 
 class TraceFileError(ValueError):

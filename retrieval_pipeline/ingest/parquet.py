@@ -17,18 +17,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from retrieval_pipeline.ingest.files import REQUIRED_FIELDS, TraceFileError, source_name
+from retrieval_pipeline.ingest.files import (
+    REQUIRED_FIELDS,
+    TRACE_FIELDS,
+    TraceFileError,
+    source_name,
+)
 from retrieval_pipeline.ingest.filesystems import Location, StoreError, open_file
 
-# Every field of a trace record: other columns are not read by the pipeline.
-TRACE_FIELDS = (
-    *REQUIRED_FIELDS,
-    "relevant_ids",
-    "relevance_scores",
-    "segment",
-    "variant",
-    "label_source",
-)
 # The fields that hold text (or lists of it): a binary column there is read as UTF-8.
 TEXT_FIELDS: tuple[str, ...] = ("trace_id", "query_id", "timestamp", "retrieved_ids")
 TEXT_FIELDS += ("relevant_ids", "segment", "variant", "label_source")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
@@ -48,6 +49,9 @@ class IngestCounts:
     outside_day: int = 0
     # spans of other kinds (LLM, CHAIN, ...) or of another stage, read and left out
     skipped: int = 0
+    # fields a trace record does not have, each with the number of records that carry it (most
+    # first): told to the user, with the closest field name (reports.fields)
+    unknown_fields: tuple[tuple[str, int], ...] = ()
 
 
 def ingest_traces(
@@ -83,6 +87,7 @@ def ingest_traces(
     n_files, pieces = raw_record_pieces(conn, source, spans)
     judged = judged_queries(conn)
     read = valid = duplicates = outside = skipped = 0
+    unknown: Counter[str] = Counter()
     dates: set[date] = set() if partition_date is None else {partition_date}
     create_seen_trace_ids(conn)
     ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
@@ -93,7 +98,9 @@ def ingest_traces(
         ):
             for number, piece in enumerate(read_ahead(pieces)):
                 read, skipped = read + piece.skipped, skipped + piece.skipped
-                staged = stage_records(conn, piece, partition_date, keep_retrieved_ids, judged)
+                staged = stage_records(
+                    conn, piece, partition_date, keep_retrieved_ids, judged, unknown
+                )
                 staged = _in_batches_per_thread(staged, int(threads))
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
@@ -122,6 +129,7 @@ def ingest_traces(
         duplicate_ids_dropped=duplicates,
         outside_day=outside,
         skipped=skipped,
+        unknown_fields=tuple(sorted(unknown.items(), key=lambda item: (-item[1], item[0]))),
     )
 
 

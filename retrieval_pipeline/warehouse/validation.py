@@ -10,6 +10,7 @@ any record and names what is wrong with it. Repeated retrieved ids are then drop
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
@@ -20,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
-from retrieval_pipeline.ingest.files import REQUIRED_FIELDS
+from retrieval_pipeline.ingest.files import RECORD_FIELDS, REQUIRED_FIELDS
 from retrieval_pipeline.ingest.lanes import (
     NOT_PLAIN,
     PLAIN_FIELDS,
@@ -34,7 +35,12 @@ from retrieval_pipeline.ingest.parquet import (
     readable_columns,
     struct_scores_as_json,
 )
-from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece, numbered_rows
+from retrieval_pipeline.ingest.pieces import (
+    RAW_SCHEMA,
+    ROW_NUMBER_COLUMNS,
+    RawPiece,
+    numbered_rows,
+)
 from retrieval_pipeline.ingest.screen import keep_first_occurrences
 from retrieval_pipeline.warehouse.judgments import with_judged_labels
 from retrieval_pipeline.warehouse.session import registered
@@ -202,16 +208,21 @@ def stage_records(
     partition_date: date | None,
     keep_retrieved_ids: bool = True,
     judged: bool = False,
+    unknown_fields: Counter[str] | None = None,
 ) -> pa.Table:
     """One piece of raw records validated (sql/stg_trace_records.sql), labelled from the
     judgments where a trace carries no labels of its own (`judged`: `judged_queries` exists,
-    `warehouse.judgments`), repeats dropped (or every list emptied: `ingest_traces`).
+    `warehouse.judgments`), repeats dropped (or every list emptied: `ingest_traces`). The records
+    that carry each field a trace record does not have are added to `unknown_fields`.
 
     Its typed fields come from the plain lane (sql/stg_plain_trace_fields.sql) when every record
     is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
     and names what is wrong with it: both give the same rows for a plain piece."""
     with raw_records(conn, piece):
-        staged = _plain_lane(conn, piece, partition_date)
+        one_object_per_line, unknown = _record_fields(conn, piece)
+        if unknown_fields is not None:
+            unknown_fields.update(unknown)
+        staged = _plain_lane(conn, piece, partition_date, one_object_per_line)
         if staged is None:
             staged = _trace_records(conn, "stg_trace_fields", partition_date)
         assert staged is not None
@@ -220,8 +231,28 @@ def stage_records(
     return keep_first_occurrences(staged, keep_retrieved_ids)
 
 
+def _record_fields(conn: duckdb.DuckDBPyConnection, piece: RawPiece) -> tuple[bool, Counter[str]]:
+    """Whether every record of the piece (registered as `raw_records`) is one JSON object, and
+    how many records carry each field a trace record does not have: from the columns of Parquet
+    or Arrow rows (their JSON text is not written for this), else from the one parse of the
+    records' text in sql/agg_record_fields.sql."""
+    if piece.records.num_rows == 0:
+        return False, Counter()
+    if piece.rows is not None:
+        columns = set(piece.rows.column_names) - set(RECORD_FIELDS) - set(ROW_NUMBER_COLUMNS)
+        rows = piece.rows.num_rows
+        counts = {name: rows - piece.rows.column(name).null_count for name in columns}
+        return False, Counter({name: n for name, n in counts.items() if n})
+    row = conn.execute(load_sql("agg_record_fields"), {"known": list(RECORD_FIELDS)}).fetchone()
+    assert row is not None
+    return bool(row[0]), Counter(row[1] or {})
+
+
 def _plain_lane(
-    conn: duckdb.DuckDBPyConnection, piece: RawPiece, partition_date: date | None
+    conn: duckdb.DuckDBPyConnection,
+    piece: RawPiece,
+    partition_date: date | None,
+    one_object_per_line: bool,
 ) -> pa.Table | None:
     """The plain lane's rows of the piece (registered as `raw_records`); None when a record is
     not plain.
@@ -229,7 +260,7 @@ def _plain_lane(
     The lists of retrieved ids are pyarrow's, attached to the statement's rows here: the
     statement reads them (labels' ranks, checks) but does not hand them back, which spares
     DuckDB copying every id into its Arrow result, a large share of its time (bench/README.md)."""
-    plain = _plain_fields(conn, piece)
+    plain = _plain_fields(piece, one_object_per_line)
     if plain is None:
         return None
     with _as_plain_records(conn, plain):
@@ -288,7 +319,7 @@ def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:
     return staged.append_column(name, fields.column(name))
 
 
-def _plain_fields(conn: duckdb.DuckDBPyConnection, piece: RawPiece) -> pa.Table | None:
+def _plain_fields(piece: RawPiece, one_object_per_line: bool) -> pa.Table | None:
     """The piece's records (registered as `raw_records`) as the plain lane's typed fields, with
     their file, line and text: the typed rows' own (`_typed_fields`), or a JSON-lines piece's
     text typed by pyarrow's strict JSON reader; None when the records are neither typed rows nor
@@ -300,10 +331,7 @@ def _plain_fields(conn: duckdb.DuckDBPyConnection, piece: RawPiece) -> pa.Table 
     if piece.jsonl is None:
         return None
     # pyarrow's reader crashes on a JSON null between records, and reads two objects on one line
-    # as two records: it is given only lines that are each one JSON object
-    ((one_object_per_line,),) = conn.execute(
-        "select bool_and(starts_with(raw_record, '{') and json_valid(raw_record)) from raw_records"
-    ).fetchall()
+    # as two records: it is given only lines that are each one JSON object (`_record_fields`)
     if not one_object_per_line:
         return None
     try:

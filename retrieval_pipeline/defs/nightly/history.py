@@ -11,6 +11,7 @@ out rather than plotted as NaN.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
@@ -19,6 +20,8 @@ import dagster as dg
 import pandas as pd
 
 from retrieval_pipeline import gate
+from retrieval_pipeline.ingest.files import TRACE_FIELDS
+from retrieval_pipeline.records import unknown_field_lines
 from retrieval_pipeline.reports.regression import RegressionReport
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.text import markdown_table
@@ -69,6 +72,12 @@ def ingest_metadata(
             f"; {outside} valid record(s) have a timestamp on another UTC day"
             " (kept under the store's day)"
         )
+    unknown: Counter[str] = Counter()
+    for _, counts in per_day:
+        unknown.update(dict(counts.unknown_fields))
+    if unknown:
+        ranked = sorted(unknown.items(), key=lambda item: (-item[1], item[0]))
+        summary += "; " + "; ".join(unknown_field_lines(ranked, TRACE_FIELDS))
     if empty:
         summary += "; no data for " + ", ".join(empty)
     if missing:
@@ -84,6 +93,8 @@ def ingest_metadata(
     }
     if read:
         metadata["quarantine_rate"] = quarantined / read
+    if unknown:
+        metadata["unknown_fields"] = ", ".join(f"{name} ({n})" for name, n in ranked)
     return metadata
 
 
