@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from retrieval_pipeline.cli import main
 from retrieval_pipeline.warehouse import connection, evaluation, ingestion
+from tests.processes import default_signals
 
 LINES = [
     # worked example A: P@5 = 1/5, recall@20 = 1/4, RR = 1/2, AP = (1/2)/4
@@ -195,4 +196,9 @@ def test_evaluate_does_not_import_dagster(traces: Path) -> None:
         "main(['evaluate', sys.argv[1]], standalone_mode=False); "
         "assert 'dagster' not in sys.modules, 'dagster imported'"
     )
-    subprocess.run([sys.executable, "-c", probe, str(traces)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", probe, str(traces)],
+        check=True,
+        capture_output=True,
+        preexec_fn=default_signals,
+    )

@@ -4,6 +4,11 @@
 files in a temporary folder), yields the scheduler's address, and closes it on the way out,
 failure or not; a worker process still alive after the close is killed by its process id and
 waited for, so no test leaves one behind.
+
+The workers are spawned by Dask (multiprocessing), so no `preexec_fn` reaches them: each runs this
+module's `dask_setup` as it starts (Dask's preload), which gives it the default action for
+SIGTERM and SIGINT (`tests.processes.default_signals`). The processes a step starts there, such as
+Dagster's `tail -F` log watchers, inherit it and stop when Dagster asks.
 """
 
 from __future__ import annotations
@@ -15,9 +20,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from dask.distributed import Client, LocalCluster
+from dask.distributed import Client, LocalCluster, Worker
+
+from tests.processes import default_signals
 
 HOST = "127.0.0.1"
+
+
+def dask_setup(worker: Worker) -> None:
+    """Dask's preload hook, run in each worker process as it starts (module docstring)."""
+    default_signals()
 
 
 def _alive(pid: int) -> bool:
@@ -60,6 +72,7 @@ def local_cluster(workers: int = 2) -> Iterator[str]:
             scheduler_port=0,
             dashboard_address=None,
             local_directory=folder,
+            preload=[__name__],
         )
         pids: list[int] = []
         try:

@@ -29,10 +29,8 @@ import yaml
 
 from retrieval_pipeline.reports.prometheus import FILE_NAME, write_metrics_file
 from retrieval_pipeline.warehouse.nightly import QualityCounts
+from tests.processes import default_signals, require_tool
 from tests.prometheus_server import (
-    MISSING,
-    PROMETHEUS,
-    PROMTOOL,
     Prometheus,
     promtool,
     running_prometheus,
@@ -64,8 +62,6 @@ def masked(text: str) -> str:
 
 
 def test_promtool_checks_the_shipped_rules() -> None:
-    if PROMTOOL is None:
-        pytest.skip(MISSING)
     done = promtool("check", "rules", str(RULES))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS: 6 rules found" in done.stdout
@@ -159,6 +155,7 @@ def start_monitor(folder: Path, name: str) -> tuple[subprocess.Popen[bytes], Pat
             [str(MONITOR), "monitor", "--follow", str(source), "--metrics-port", "0",
              "--metrics", "mrr", "--poll-seconds", "0.1"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=default_signals,
         )  # fmt: skip
     deadline = time.monotonic() + DEADLINE_S
     while not (
@@ -259,8 +256,8 @@ def dashboard_variables() -> list[tuple[str, str]]:
     return found
 
 
-@pytest.mark.skipif(PROMETHEUS is None, reason=MISSING)
 def test_real_prometheus_fires_the_shipped_alerts(tmp_path: Path) -> None:
+    require_tool("prometheus")  # before the replicas start
     with contextlib.ExitStack() as stack:
         replicas = [start_monitor(tmp_path, name) for name in ("a", "b")]
         for process, _, _ in replicas:
