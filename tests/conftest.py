@@ -1,4 +1,5 @@
-"""Fixtures every room's tests share: the generated trace stores they read.
+"""Fixtures every room's tests share (the generated trace stores they read), and the check that
+no process a test started outlives the session.
 
 Each store is written once a session and only read: a test that changes a store copies it first.
 The suite's partitions start on a fixed day, whatever a checkout's data/store holds: the tests

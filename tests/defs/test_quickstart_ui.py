@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
@@ -154,6 +153,26 @@ def check_history(url: str, data: Path) -> None:
     assert segment[last] < min(v for day, v in segment.items() if day != last) - 0.1  # the drop
 
 
+# True once at least four canvases hold drawn pixels and none changed since the last poll (the
+# charts' animation has ended); each poll keeps what it saw in `window.__charts`.
+CHARTS_DRAWN = """(() => {
+  const drawn = [...document.querySelectorAll('canvas')].map(c => {
+    const g = c.width && c.height && c.getContext('2d');
+    if (!g) return '';
+    const d = g.getImageData(0, 0, c.width, c.height).data;
+    let n = 0, h = 0;
+    for (let i = 3; i < d.length; i += 4) {
+      if (d[i]) { n += 1; h = (h * 31 + d[i - 3] + 7 * d[i - 2] + 13 * d[i - 1]) | 0; }
+    }
+    return n ? n + ':' + h : '';
+  });
+  const now = drawn.join('|');
+  const still = drawn.filter(Boolean).length >= 4 && window.__charts === now;
+  window.__charts = now;
+  return still;
+})()"""
+
+
 def check_screenshot(url: str, folder: Path) -> None:
     from PIL import Image
 
@@ -170,7 +189,7 @@ def check_screenshot(url: str, folder: Path) -> None:
         page.wait_for(
             "document.body.innerText.includes('ndcg@10 (multi_hop, candidate)')", "a segment plot"
         )
-        time.sleep(1)  # the charts' first animation frame
+        page.wait_for(CHARTS_DRAWN, "the plots drawn and still", within_s=60)
         shot = page.screenshot(folder / "regression_report_plots.png")
     with Image.open(shot) as image:
         assert image.size == (1400, 2000)
