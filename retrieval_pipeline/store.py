@@ -27,6 +27,14 @@ if TYPE_CHECKING:
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet", ".json", ".json.gz")
 CLICK_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
 CORPUS_SUFFIXES = (".parquet", ".csv")
+
+
+def is_hidden(name: str) -> bool:
+    """A file or folder name starting with `.` or `_` (a partial upload, Spark's `_SUCCESS` and
+    `_temporary/`, Delta's `_delta_log/`) holds no data: every store's listing leaves it out."""
+    return name.startswith((".", "_"))
+
+
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
 
@@ -86,8 +94,8 @@ class LocalTraceStore:
     or Parquet).
 
     Nothing outside `root` is ever read: a relative part with `..`, an absolute part, or a symlink
-    that resolves outside the root is refused. Hidden files (`.name`) and files with other
-    suffixes are ignored, and so are subdirectories of a day.
+    that resolves outside the root is refused. Hidden names (`.name`, `_name`: `is_hidden`) and
+    files with other suffixes are ignored, and so are subdirectories of a day.
     """
 
     def __init__(self, root: str | Path) -> None:
@@ -140,7 +148,7 @@ class LocalTraceStore:
         except OSError as exc:  # a folder that cannot be listed (permissions, I/O)
             raise _unreadable(folder, exc) from None
         for entry in entries:
-            if entry.name.startswith(".") or not _has_suffix(entry, suffixes):
+            if is_hidden(entry.name) or not _has_suffix(entry, suffixes):
                 continue
             try:
                 entry.name.encode("utf-8")

@@ -5,11 +5,10 @@ Shared by the report tests; the flags keep Chromium off the network (this machin
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.processes import default_signals, require_tool
 
 
 def headless_flags(profile: Path) -> list[str]:
@@ -31,16 +30,17 @@ def render(page: str, tmp_path: Path) -> str:
     element once parsed; return the parsed DOM."""
     from PIL import Image
 
-    assert CHROMIUM is not None
+    chromium = require_tool("chromium")
     report = tmp_path / "report.html"
     report.write_text(page, encoding="utf-8")
     shot = tmp_path / "shot.png"
     flags = headless_flags(tmp_path / "profile")
     done = subprocess.run(
-        [CHROMIUM, *flags, "--window-size=1200,2400", f"--screenshot={shot}", report.as_uri()],
+        [chromium, *flags, "--window-size=1200,2400", f"--screenshot={shot}", report.as_uri()],
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=default_signals,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     with Image.open(shot) as image:
@@ -48,10 +48,11 @@ def render(page: str, tmp_path: Path) -> str:
         colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
     assert colours is not None and len(colours) > 50  # text, charts: not a blank page
     dom = subprocess.run(
-        [CHROMIUM, *flags, "--dump-dom", report.as_uri()],
+        [chromium, *flags, "--dump-dom", report.as_uri()],
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=default_signals,
     )
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<script" not in dom.stdout.lower()

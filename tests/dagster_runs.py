@@ -38,6 +38,7 @@ from retrieval_pipeline.defs.resources import (
     TraceStoreResource,
     WarehouseResource,
 )
+from tests.processes import default_signals
 from tests.warehouse_snapshots import WAREHOUSE_STEPS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,6 +341,7 @@ class ForkServer:
             text=True,
             env=server_env,
             cwd=ROOT,
+            preexec_fn=default_signals,
         )
         self._runs: dict[int, Run] = {}
         self._lock = threading.Lock()
@@ -364,6 +366,11 @@ class ForkServer:
             else:
                 run.status = message["status"]
                 run.ended.set()
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        return self._process.pid
 
     def start(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> Run:
         with self._lock:

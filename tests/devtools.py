@@ -19,8 +19,15 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-from tests.browser import CHROMIUM, headless_flags
-from tests.processes import answers, free_port, stop_group, wait_until
+from tests.browser import headless_flags
+from tests.processes import (
+    answers,
+    default_signals,
+    free_port,
+    require_tool,
+    stop_group,
+    wait_until,
+)
 
 
 class Page:
@@ -70,11 +77,11 @@ class Page:
 
 @contextlib.contextmanager
 def chromium_page(folder: Path) -> Iterator[Page]:
-    assert CHROMIUM is not None
+    chromium = require_tool("chromium")
     port = free_port()
     process = subprocess.Popen(
         [
-            CHROMIUM,
+            chromium,
             *headless_flags(folder / "profile"),
             f"--remote-debugging-port={port}",
             "--remote-allow-origins=*",
@@ -83,6 +90,7 @@ def chromium_page(folder: Path) -> Iterator[Page]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=default_signals,
     )
     try:
         listing = f"http://127.0.0.1:{port}/json/list"

@@ -1,14 +1,14 @@
 """Debian's `prometheus` and `promtool` for the tests: lint an exposition or a rules file, and run
 a Prometheus server on 127.0.0.1 in a temporary folder, stopped by its process group.
 
-`.ci/run` installs the Debian package; without it the tests that need it are skipped.
+`.ci/run` installs the Debian package; without it the tests that need it are skipped, or fail
+under CI (`tests.processes.require_tool`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
 import urllib.error
 import urllib.parse
@@ -17,20 +17,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.processes import answers, free_port, stop_group, wait_until
-
-PROMETHEUS = shutil.which("prometheus")
-PROMTOOL = shutil.which("promtool")
-MISSING = (
-    "Debian's prometheus package (prometheus, promtool) is not installed: "
-    "apt-get install prometheus (.ci/run does)"
+from tests.processes import (
+    answers,
+    default_signals,
+    free_port,
+    require_tool,
+    stop_group,
+    wait_until,
 )
 
 
 def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    assert PROMTOOL is not None, MISSING
     return subprocess.run(
-        [PROMTOOL, *args], input=stdin, capture_output=True, text=True, timeout=60
+        [require_tool("promtool"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=default_signals,
     )
 
 
@@ -73,13 +77,13 @@ def running_prometheus(
 ) -> Iterator[Prometheus]:
     """Start Prometheus with `config` on a free 127.0.0.1 port, its storage under `folder`;
     yield once `/-/ready` answers; stop it by process group on the way out, failure or not."""
-    assert PROMETHEUS is not None, MISSING
+    program = require_tool("prometheus")
     port = free_port()
     log = folder / "prometheus.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [
-                PROMETHEUS,
+                program,
                 f"--config.file={config}",
                 f"--storage.tsdb.path={folder / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
@@ -89,6 +93,7 @@ def running_prometheus(
             stderr=subprocess.STDOUT,
             cwd=folder,
             start_new_session=True,  # its own process group, so the group can be stopped
+            preexec_fn=default_signals,
         )
     server = Prometheus(f"http://127.0.0.1:{port}", log)
     try:

@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from retrieval_pipeline.ingest.filesystems import S3Settings
-from tests.processes import answers, free_port, stop_group, wait_until
+from tests.processes import answers, default_signals, free_port, stop_group, wait_until
 
 START_TIMEOUT_S = 60.0
 
@@ -44,6 +44,7 @@ def moto_server(folder: Path) -> Iterator[str]:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, stopped as one
+            preexec_fn=default_signals,
         )
         try:
             url = f"http://127.0.0.1:{port}"

@@ -60,6 +60,7 @@ from tests.conformance_data import (
 from tests.dagster_runs import NIGHTLY, materialize
 from tests.ingest.phoenix_server import PhoenixServer
 from tests.ingest.span_exports import to_protobuf
+from tests.processes import default_signals
 from tests.s3_server import S3, aws_env, s3, s3_endpoint
 
 __all__ = ["aws_env", "s3", "s3_endpoint"]
@@ -389,7 +390,14 @@ def through_shards(source: Source, folder: Path) -> Values:
         "traces,corpus,judgments,labels,query_metrics", "--partition", DAY,
     ]  # fmt: skip
     done = subprocess.run(
-        command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+        command,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        preexec_fn=default_signals,
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return _query_metrics(folder / "db" / "warehouse.duckdb")

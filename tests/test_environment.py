@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from retrieval_pipeline import environment as env
 from retrieval_pipeline.cli import main
 from retrieval_pipeline.environment import EnvironmentValueError
+from tests.processes import default_signals
 
 MEMORY = env.DUCKDB_MEMORY_LIMIT
 
@@ -165,6 +166,7 @@ def test_the_dagster_definitions_refuse_to_load_on_a_bad_value(
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=default_signals,
     )
     assert loaded.returncode != 0
     assert f"EnvironmentValueError: {name}={value!r}: {words}" in loaded.stderr

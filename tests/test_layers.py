@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import default_signals
+
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 HEAVY = ("duckdb", "dagster")
@@ -36,14 +38,23 @@ def _heavy_modules_loaded(modules: list[str]) -> list[str]:
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=default_signals,
     )
     return list(json.loads(done.stdout))
 
 
 def test_the_import_contracts_hold() -> None:
     done = subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache"], cwd=ROOT, capture_output=True, text=True
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=default_signals,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout
@@ -61,7 +72,11 @@ def test_a_broken_contract_is_reported(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     done = subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache", str(config)], cwd=ROOT, capture_output=True, text=True
+        [str(LINT_IMPORTS), "--no-cache", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=default_signals,
     )
     assert done.returncode != 0
     assert "BROKEN" in done.stdout

@@ -28,6 +28,8 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from retrieval_pipeline.store import is_hidden
+
 S3_SCHEME = "s3://"
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
@@ -154,9 +156,8 @@ def resolve(source: str | Path, settings: S3Settings | None = None) -> Location:
 
 
 def _hidden(relative: str) -> bool:
-    """A name starting with `.` or `_` anywhere below the root (`.partial` files, Spark's
-    `_SUCCESS`, Delta's `_delta_log`) is not data."""
-    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+    """A hidden name (`store.is_hidden`) anywhere below the root."""
+    return any(is_hidden(part) for part in relative.split("/") if part)
 
 
 def list_files(location: Location, suffixes: tuple[str, ...] | None = None) -> list[Location]:

@@ -46,6 +46,7 @@ from retrieval_pipeline.store import (
     MissingDayError,
     TraceStore,
     TraceStoreError,
+    is_hidden,
 )
 
 _DAY = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
@@ -122,7 +123,7 @@ class ObjectTraceStore:
             e.base_name
             for e in entries
             if e.type == pafs.FileType.File
-            and not e.base_name.startswith((".", "_"))
+            and not is_hidden(e.base_name)
             and e.base_name.lower().endswith(TRACE_SUFFIXES)
         )
         return [f"{folder.url}/{name}" for name in names]
@@ -134,7 +135,7 @@ class ObjectTraceStore:
             e
             for e in self._entries(folder, recursive=False)
             if e.type == pafs.FileType.File
-            and not e.base_name.startswith((".", "_"))
+            and not is_hidden(e.base_name)
             and e.base_name.lower().endswith(CORPUS_SUFFIXES)
         ]
         if not files:

@@ -31,6 +31,7 @@ from retrieval_pipeline.ingest.gzip import GZIP_MAGIC, GzipStream
 
 # The trace contract's id and timestamp rules, one definition for both kinds of record.
 from retrieval_pipeline.records import RecordError, _id_list, _required_id, _timestamp, _words
+from retrieval_pipeline.store import is_hidden
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 PARQUET_SUFFIXES = (".parquet",)
@@ -146,9 +147,7 @@ def impression_files(paths: Iterable[Path | str]) -> list[Path]:
         path = Path(given)
         if path.is_dir():
             inside = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file() and _kind(p) and not p.name.startswith((".", "_"))
+                p for p in path.rglob("*") if p.is_file() and _kind(p) and not is_hidden(p.name)
             )
             files += inside
         elif path.is_file():

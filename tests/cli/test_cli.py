@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from retrieval_pipeline.cli import main
 from retrieval_pipeline.warehouse import connection, evaluation, ingestion
+from tests.processes import default_signals
 
 LINES = [
     # worked example A: P@5 = 1/5, recall@20 = 1/4, RR = 1/2, AP = (1/2)/4
@@ -215,6 +216,7 @@ def test_evaluate_imports_only_what_it_uses(traces: Path, tmp_path: Path) -> Non
         check=True,
         capture_output=True,
         text=True,
+        preexec_fn=default_signals,
     ).stdout
     loaded = set(json.loads(out.strip().splitlines()[-1]))
     assert "retrieval_pipeline.warehouse.evaluation" in loaded  # the probe did run evaluate
@@ -228,4 +230,9 @@ def test_stages_load_scipy_only_when_asked(traces: Path) -> None:
         "stats.paired_statistics([0.1, 0.5, 0.3], [0.2, 0.4, 0.9]); "
         "assert 'scipy.stats' in sys.modules"
     )
-    subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", probe],
+        check=True,
+        capture_output=True,
+        preexec_fn=default_signals,
+    )

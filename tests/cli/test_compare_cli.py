@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from retrieval_pipeline.cli import main
+from tests.processes import default_signals
 
 
 def record(trace: str, query: str, variant: str, rank: int | None, **extra: object) -> str:
@@ -173,7 +174,13 @@ def test_importing_the_command_stays_light() -> None:
         "print(sorted(m for m in ('pandas', 'scipy', 'duckdb', 'dagster') "
         "if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        check=True,
+        capture_output=True,
+        text=True,
+        preexec_fn=default_signals,
+    )
     assert done.stdout.strip() == "[]"
 
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from retrieval_pipeline.cli import main
 from retrieval_pipeline.cli.monitor import ALERT_EXIT_CODE
 from tests.live.traces import DOCS, T0, trace_fields
+from tests.processes import default_signals
 
 
 def line(n: int, rank: int, segment: str = "multi_hop") -> str:
@@ -217,7 +218,11 @@ def test_the_command_starts_without_pandas_duckdb_or_dagster(tmp_path: Path) -> 
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=default_signals,
     )
     assert result.stdout.strip().splitlines()[-1] == "[]"
 

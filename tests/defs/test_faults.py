@@ -54,6 +54,7 @@ from tests.dagster_runs import (
     materialize,
     materialize_args,
 )
+from tests.processes import default_signals
 from tests.warehouse_snapshots import (
     DAY,
     PARTITIONED,
@@ -205,6 +206,7 @@ def test_sigkill_during_each_step_leaves_old_or_new_and_a_rerun_matches(
                 text=True,
                 timeout=120,
                 check=False,
+                preexec_fn=default_signals,
             )
             assert done.returncode == 0, done.stderr
             assert claimed_by(world.home) == set()  # the documented command freed it
@@ -234,8 +236,8 @@ def test_slots_of_dead_runs_are_freed_and_live_ones_kept(tmp_path: Path) -> None
         storage = instance.event_log_storage
         storage.set_concurrency_slots("duckdb", 5)
         host = {reaper.HOST_TAG: reaper.socket.gethostname()}
-        sleeper = subprocess.Popen(["sleep", "60"])
-        dying = subprocess.Popen(["sleep", "60"])
+        sleeper = subprocess.Popen(["sleep", "60"], preexec_fn=default_signals)
+        dying = subprocess.Popen(["sleep", "60"], preexec_fn=default_signals)
         dead_identity = reaper.process_identity(dying.pid)
         dying.kill()
         dying.wait()

@@ -23,6 +23,7 @@ from retrieval_pipeline.defs.live.resources import (
 )
 from retrieval_pipeline.live.rules import SAMPLE_KEY
 from tests.defs.test_live_sensor import RATE, day_streams, resources, tick, write_all
+from tests.processes import default_signals
 
 
 @pytest.fixture(autouse=True)
@@ -121,5 +122,6 @@ def test_definitions_load_without_serving() -> None:
         text=True,
         check=True,
         env={**__import__("os").environ, METRICS_PORT_ENV: "0"},
+        preexec_fn=default_signals,
     )
     assert done.stdout.strip().splitlines()[-1] == "0"

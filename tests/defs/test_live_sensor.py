@@ -33,6 +33,7 @@ from retrieval_pipeline.defs.resources import TraceStoreResource, WarehouseResou
 from retrieval_pipeline.live.rules import SAMPLE_KEY
 from retrieval_pipeline.live.tailing import StoreCursor
 from tests.live.traces import trace_fields
+from tests.processes import default_signals
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RATE = 0.8
@@ -224,6 +225,7 @@ def test_a_locked_warehouse_skips_the_tick_and_keeps_the_cursor(tmp_path: Path) 
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"

@@ -38,6 +38,7 @@ from retrieval_pipeline.warehouse import connection
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 from tests import warehouse_snapshots as snapshots
 from tests.dagster_runs import RunFolder, Selection, checks_by_name, failure_messages, materialize
+from tests.processes import default_signals
 
 END = date(2026, 11, 30)  # the injected regression's day
 CLEAN = [END - timedelta(days=n) for n in (3, 2, 1)]
@@ -229,6 +230,7 @@ def test_dagster_refuses_to_load_a_bad_config(tmp_path: Path) -> None:
         env=env,
         timeout=120,
         check=False,
+        preexec_fn=default_signals,
     )
     assert done.returncode != 0
     assert "metrics: metric 'ndcg@-1': the cut-off K must be >= 1, got -1" in (

@@ -18,6 +18,7 @@ import pytest
 from retrieval_pipeline.shards import filesystem
 from tests.defs.dask_cluster import local_cluster, worker_pids
 from tests.defs.moto_s3 import s3_server
+from tests.processes import default_signals
 from tests.shard_days import DAY, write_day
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ def _materialize(folder: Path, env: dict[str, str]) -> None:
     with (folder / "run.log").open("w") as log:
         done = subprocess.run(
             command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-            timeout=600, check=False,
+            timeout=600, check=False, preexec_fn=default_signals,
         )  # fmt: skip
     assert done.returncode == 0, (folder / "run.log").read_text()[-3000:]
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.processes import HOST, answers, free_port, stop_group, wait_until
+from tests.processes import HOST, answers, default_signals, free_port, stop_group, wait_until
 
 # Phoenix is ready in about 30 s on a quiet machine; a shared 2-core one can take a few times that.
 READY_WITHIN_S = 300
@@ -68,6 +68,7 @@ def phoenix_server(working_dir: Path) -> Iterator[PhoenixServer]:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, so that it stops whole
+            preexec_fn=default_signals,
         )
     try:
         wait_until(

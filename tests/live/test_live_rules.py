@@ -20,6 +20,7 @@ from retrieval_pipeline.live.rules import (
 )
 from retrieval_pipeline.segments import ALL_SEGMENTS
 from tests.live.traces import config, independent_point
+from tests.processes import default_signals
 
 # The checkout this test file belongs to: the subprocesses below import it, not an installed copy.
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +61,7 @@ def test_sampling_does_not_depend_on_pythons_hash_seed() -> None:
             capture_output=True,
             text=True,
             check=True,
+            preexec_fn=default_signals,
         ).stdout.strip()
         for seed in ("1", "2")
     }

@@ -6,7 +6,9 @@ of the Grafana dashboard runs.
 Prometheus (Debian's package) runs on 127.0.0.1 in a temporary folder, scraping every second.
 The rules are the shipped ones with only their durations shortened (the test asserts that the
 expressions are otherwise the shipped text), so that a day's baseline and half an hour's `for:`
-take seconds.
+take seconds. Nothing reads this machine's clock: the nightly file's times are set from the
+Prometheus server's own `time()`, and each step waits on what Prometheus has recorded, within
+DEADLINE_S, not for a fixed time.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,8 @@ import yaml
 
 from retrieval_pipeline.reports.prometheus import FILE_NAME, write_metrics_file
 from retrieval_pipeline.warehouse.nightly import QualityCounts
+from tests.processes import default_signals, require_tool
 from tests.prometheus_server import (
-    MISSING,
-    PROMETHEUS,
-    PROMTOOL,
     Prometheus,
     promtool,
     running_prometheus,
@@ -47,7 +47,11 @@ DURATION = re.compile(r"\b\d+[smhdwy]\b")
 # Every duration the shipped rules use, and what it becomes here (scrapes are 1 s apart).
 SHORTER = {"5m": "5s", "1d": "30s", "1h": "8s", "30m": "4s"}
 DROPPED = {"metric": "mrr", "segment": "multi_hop", "variant": "candidate"}
-BASELINE_S = 14  # seconds of good values before the drop
+# Good values before the drop: the baseline (a 30 s window ending 8 s back, evaluated every
+# second) recorded this many times, so over at least 8 + 6 = 14 s of them.
+BASELINE_EVALUATIONS = 6
+# The traces' own time: the monitor scores a trace whatever its time, and the rules never see it.
+TRACE_TIME = "2026-11-30T12:00:00+00:00"
 DEADLINE_S = 90  # for each wait on Prometheus
 
 
@@ -64,8 +68,6 @@ def masked(text: str) -> str:
 
 
 def test_promtool_checks_the_shipped_rules() -> None:
-    if PROMTOOL is None:
-        pytest.skip(MISSING)
     done = promtool("check", "rules", str(RULES))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS: 6 rules found" in done.stdout
@@ -91,6 +93,9 @@ class _FileHandler(http.server.BaseHTTPRequestHandler):
     path_to_serve: Path
 
     def do_GET(self) -> None:
+        if not self.path_to_serve.is_file():  # not written yet: a failed scrape, as in production
+            self.send_error(404)
+            return
         body = self.path_to_serve.read_bytes()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -116,11 +121,10 @@ def serving_file(path: Path) -> Iterator[int]:
         thread.join()
 
 
-def nightly_file(folder: Path) -> Path:
-    """A day whose multi_hop candidate MRR fails, written after a failed run: the last success
-    (three days back) is carried over from the file before."""
-    day = date.today() - timedelta(days=1)
-    now = datetime.now(UTC)
+def nightly_file(path: Path, now: datetime) -> Path:
+    """A day whose multi_hop candidate MRR fails, written at `now` after a failed run: the last
+    success (three days back) is carried over from the file before."""
+    day = (now - timedelta(days=1)).date()
     rows = [
         {
             "partition_date": day,
@@ -140,7 +144,6 @@ def nightly_file(folder: Path) -> Path:
         }
         for segment, mean in (("multi_hop", 0.5), ("factual", 0.8))
     ]
-    path = folder / FILE_NAME
     quality = QualityCounts(100, 96, 4, 400, 12, 5000, 40)
     earlier = [row | {"partition_date": day - timedelta(days=3)} for row in rows]
     assert write_metrics_file(path, earlier, quality, now - timedelta(days=3), True).written
@@ -159,6 +162,7 @@ def start_monitor(folder: Path, name: str) -> tuple[subprocess.Popen[bytes], Pat
             [str(MONITOR), "monitor", "--follow", str(source), "--metrics-port", "0",
              "--metrics", "mrr", "--poll-seconds", "0.1"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=default_signals,
         )  # fmt: skip
     deadline = time.monotonic() + DEADLINE_S
     while not (
@@ -176,7 +180,7 @@ def trace_line(name: str, number: int, segment: str, variant: str, rank: int) ->
         {
             "trace_id": f"{name}-{number}",
             "query_id": f"q{number}",
-            "timestamp": datetime.now(UTC).isoformat(),
+            "timestamp": TRACE_TIME,
             "retrieved_ids": ["d1", "d2", "d3", "d4", "d5"],
             "relevant_ids": [f"d{rank}"],
             "segment": segment,
@@ -225,6 +229,18 @@ def alerts(server: Prometheus, name: str, state: str) -> list[dict[str, Any]]:
     ]
 
 
+def server_time(server: Prometheus) -> datetime:
+    """The Prometheus server's `time()`: what its rules compare timestamps with."""
+    data = server.api("query", query="time()")
+    assert data["resultType"] == "scalar", data
+    return datetime.fromtimestamp(float(data["result"][1]), UTC)
+
+
+def at_least(server: Prometheus, expr: str, count: int) -> list[dict[str, Any]]:
+    """The series of `expr` whose value is at least `count` (none yet: an empty list)."""
+    return [s for s in server.query(expr) if float(s["value"][1]) >= count]
+
+
 def wait_for(what: str, server: Prometheus, found: Callable[[], list[Any]]) -> list[Any]:
     deadline = time.monotonic() + DEADLINE_S
     while True:
@@ -259,15 +275,16 @@ def dashboard_variables() -> list[tuple[str, str]]:
     return found
 
 
-@pytest.mark.skipif(PROMETHEUS is None, reason=MISSING)
 def test_real_prometheus_fires_the_shipped_alerts(tmp_path: Path) -> None:
+    require_tool("prometheus")  # before the replicas start
     with contextlib.ExitStack() as stack:
         replicas = [start_monitor(tmp_path, name) for name in ("a", "b")]
         for process, _, _ in replicas:
             stack.callback(stop_group, process)
         live_ports = [port for _, _, port in replicas]
         feeder = Feeder([source for _, source, _ in replicas])
-        file_port = stack.enter_context(serving_file(nightly_file(tmp_path)))
+        nightly = tmp_path / FILE_NAME  # written once Prometheus tells the time
+        file_port = stack.enter_context(serving_file(nightly))
         config = tmp_path / "prometheus.yml"
         config.write_text(
             yaml.safe_dump(
@@ -295,13 +312,20 @@ def test_real_prometheus_fires_the_shipped_alerts(tmp_path: Path) -> None:
             encoding="utf-8",
         )
         server = stack.enter_context(running_prometheus(config, tmp_path))
+        nightly_file(nightly, server_time(server))
         feeder.thread.start()
         stack.callback(feeder.thread.join)
         stack.callback(feeder.stop.set)
 
         baseline = "metric_segment_variant:retrieval_live_metric_ratio:baseline1d"
-        wait_for("the baseline", server, lambda: server.query(baseline))
-        time.sleep(max(0.0, BASELINE_S - 2))
+        dropped = ", ".join(f'{name}="{value}"' for name, value in DROPPED.items())
+        wait_for(
+            f"the baseline recorded {BASELINE_EVALUATIONS} times",
+            server,
+            lambda: at_least(
+                server, f"count_over_time({baseline}{{{dropped}}}[1m])", BASELINE_EVALUATIONS
+            ),
+        )
         # Two replicas' series, one mean per series over both: (1 + 1/2) / 2.
         mrr = 'metric="mrr", segment="factual"'
         assert len(server.query(f"retrieval_live_metric_ratio_count{{{mrr}}}")) == 2 * 2

@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from retrieval_pipeline.cli import main
 from retrieval_pipeline.live.prometheus import OTHER, LiveMetrics, MetricsServer
-from tests.prometheus_server import MISSING, PROMTOOL, check_metrics
+from tests.processes import default_signals
+from tests.prometheus_server import check_metrics
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -137,7 +138,6 @@ def test_a_port_out_of_range_is_refused() -> None:
         MetricsServer(LiveMetrics().registry, port=70000)
 
 
-@pytest.mark.skipif(PROMTOOL is None, reason=MISSING)
 def test_promtool_accepts_what_metrics_serves() -> None:
     with MetricsServer(fed().registry, port=0) as server:
         check_metrics(fetch(server.url))
@@ -150,7 +150,11 @@ def test_the_monitor_command_loads_prometheus_client_only_to_serve() -> None:
         "print('prometheus_client' in sys.modules)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=default_signals,
     )
     assert done.stdout.strip() == "False"
 

@@ -24,7 +24,7 @@ from retrieval_pipeline.reports.html import render_table
 from retrieval_pipeline.reports.trend_chart import trend_chart, trend_section
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.text import printable
-from tests.browser import CHROMIUM, render
+from tests.browser import render
 
 HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -204,7 +204,6 @@ def test_reports_written_by_extension(hostile: Comparison, page: str, tmp_path: 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_the_page_renders_in_headless_chromium(page: str, tmp_path: Path) -> None:
     """The page as a browser parses it: drawn, no script element, the hostile name as text."""
     dom = render(page, tmp_path)

@@ -25,7 +25,7 @@ from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.reports.regression_html import regression_html
 from retrieval_pipeline.reports.trend_chart import trend_chart
 from retrieval_pipeline.warehouse import trend
-from tests.browser import CHROMIUM, render
+from tests.browser import render
 from tests.dagster_runs import RunFolder, materialize
 
 HOSTILE = "<script>alert(1)</script>"
@@ -187,7 +187,6 @@ def test_trend_ticks_are_days_not_hours() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_the_report_renders_in_headless_chromium(page: str, tmp_path: Path) -> None:
     """The page as a browser parses it: drawn, no script element, the hostile name as text."""
     dom = render(page, tmp_path)

@@ -23,7 +23,6 @@ from retrieval_pipeline.reports.comparison_charts import arm_colours, segment_ba
 from retrieval_pipeline.reports.regression import build_report, watch_of
 from retrieval_pipeline.reports.regression_html import regression_bars_chart, regression_html
 from retrieval_pipeline.text import escape_markdown
-from tests.browser import CHROMIUM
 from tests.reports.test_html_report import comparison
 from tests.reports.test_report import CONFIG, DAY, row
 
@@ -137,7 +136,6 @@ def test_a_small_raw_p_that_holm_lifts_is_explained_in_one_sentence() -> None:
     assert holm_notes(with_ps(result, 0.2, 0.9)) == []  # not small to begin with
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
 def test_the_comparison_tables_fit_a_1400_pixel_window(tmp_path: Path) -> None:
     from tests.devtools import chromium_page
 

@@ -24,6 +24,7 @@ from retrieval_pipeline.ingest.files import TraceFileError
 from retrieval_pipeline.records import RecordError, parse_line
 from retrieval_pipeline.warehouse import connection, ingestion, sources
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
+from tests.processes import default_signals
 from tests.trace_records import GOOD, good, write_lines
 
 # (line, field, reason) for one bad record each; the reasons are what a user reads.
@@ -417,6 +418,7 @@ def _ingest_then_die(database: str, folder: str, day: date) -> None:
     piece went in (no clean-up runs)."""
     import signal
 
+    default_signals()  # a spawned process: no preexec_fn, so it resets them itself
     jsonl.PIECE_BYTES = jsonl._READ_BYTES = 1
     pieces = 0
     insert_piece = ingestion._insert_piece

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import default_signals
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -18,6 +20,7 @@ def test_wheel_carries_sql_and_finds_it_when_installed(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
         check=True,
+        preexec_fn=default_signals,
     )
     (wheel,) = tmp_path.glob("retrieval_pipeline-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -38,6 +41,7 @@ def test_wheel_carries_sql_and_finds_it_when_installed(tmp_path: Path) -> None:
             str(wheel),
         ],
         check=True,
+        preexec_fn=default_signals,
     )
     probe = (
         "from retrieval_pipeline.warehouse.sql import sql_dir, load_sql; "
@@ -51,5 +55,6 @@ def test_wheel_carries_sql_and_finds_it_when_installed(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
         text=True,
+        preexec_fn=default_signals,
     )
     assert Path(out.stdout.strip()) == target / "retrieval_pipeline" / "sql"
