@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import SpanView
 from retrieval_pipeline.ingest.pieces import RawPiece
+from retrieval_pipeline.ingest.span_documents import position_regex
 from retrieval_pipeline.ingest.span_pieces import SpanReading, span_pieces
 from retrieval_pipeline.ingest.spans import (
     RERANKER_KIND,
@@ -234,9 +235,7 @@ def span_view(row: Mapping[str, Any], trace_format: TraceFormatConfig) -> SpanVi
         trace_format.reranker_input_metadata_attribute,
         trace_format.reranker_output_metadata_attribute,
     )
-    whole_pattern = re.compile(
-        "|".join(re.escape(pattern).replace(r"\{i\}", "[0-9]+") for pattern in indexed)
-    )
+    whole_pattern = re.compile("|".join(position_regex(pattern) for pattern in indexed))
     attributes: dict[str, object] = {}
     for column, value in row.items():
         if column.startswith(_ATTRIBUTES):

@@ -34,6 +34,7 @@ from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import OTLP_FIELD, BadSpan, SpanView, otlp_spans, read_lines
 from retrieval_pipeline.ingest.span_documents import (
     SpanError,
+    check_positions,
     genai_ids,
     json_value,
     positions,
@@ -224,8 +225,11 @@ class SpanConverter:
                 )
                 continue
             stage = self._stage(span)
+            problem = None if stage is None else self._position_problem(span)
             if stage is None:
                 self.counts.skipped += 1
+            elif problem is not None:
+                yield self._quarantine(source_file, line_number, span.span_id, span.where, problem)
             elif stage == STAGE_RERANKER:
                 rerankers.append(span)
             else:
@@ -287,6 +291,24 @@ class SpanConverter:
         self.counts.nested += 1
         self.counts.skipped += 1
 
+    def _position_problem(self, span: SpanView) -> str | None:
+        """Why the span's document attributes cannot be ranked (a position that is not ASCII
+        digits), or None; checked before anything else reads a position."""
+        fmt = self.format
+        patterns = (
+            fmt.document_id_attribute,
+            fmt.document_metadata_attribute,
+            fmt.reranker_input_id_attribute,
+            fmt.reranker_input_metadata_attribute,
+            fmt.reranker_output_id_attribute,
+            fmt.reranker_output_metadata_attribute,
+        )
+        try:
+            check_positions(span.attributes, patterns)
+        except SpanError as exc:
+            return str(exc)
+        return None
+
     def _has_documents(self, span: SpanView) -> bool:
         fmt = self.format
         attributes = span.attributes
@@ -300,6 +322,8 @@ class SpanConverter:
         """Keep a RETRIEVER span with documents (its shared fields for its trace's RERANKER
         spans, and its ids for nesting) without making its record (a Phoenix page of rerankers
         looks up its retrievers this way). A documentless one is not kept: it may be nested."""
+        if self._position_problem(span) is not None:
+            return  # its own record is quarantined when read
         if self._stage(span) == STAGE_RETRIEVER and self._has_documents(span):
             if span.trace_id and span.span_id:
                 self._note_documented(span)
