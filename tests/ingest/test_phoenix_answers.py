@@ -140,3 +140,23 @@ def test_a_span_id_repeated_in_a_page_is_quarantined_as_in_a_file() -> None:
         f"in trace {'ab' * 16}: first seen at line 1"
     ]
     assert counts == SpanCounts(read=2, converted=1, quarantined=1, records=1)
+
+
+def test_a_position_that_is_not_ascii_digits_is_quarantined_as_in_a_file() -> None:
+    """A frame whose documents are an object keyed by position text (as Phoenix would nest a
+    key it cannot take for a list index) gets the span converter's rule on positions."""
+    bad = retriever_row("00000000000000d1", "2026-12-01T10:00:02Z", [], "d1")
+    bad["attributes.retrieval.documents"] = {
+        "0": {"document": {"id": "d1"}},
+        "\u00b2": {"document": {"id": "d2"}},  # superscript two
+    }
+    good = retriever_row("00000000000000d2", "2026-12-01T10:00:01Z", ["d1"], "d1")
+    with fake_phoenix([spans_page([bad, good])]) as fake:
+        rows, counts = read(fake.base_url)
+    assert [row.message() for row in rows if row.error] == [
+        f"{fake.base_url} project {PROJECT} line 1: span 00000000000000d1: the attribute "
+        '"retrieval.documents.\u00b2.document.id" is under retrieval.documents., yet "\u00b2" is '
+        "not a document position: positions are ASCII digits without a leading zero "
+        "(retrieval.documents.0.document.id, retrieval.documents.1.document.id, ...)"
+    ]
+    assert counts == SpanCounts(read=2, converted=1, quarantined=1, records=1)
