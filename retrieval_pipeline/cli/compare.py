@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from retrieval_pipeline.cli.errors import INPUT_ERRORS, one_line
 from retrieval_pipeline.cli.options import (
     gain_option,
     gmax_option,
@@ -97,7 +98,7 @@ def _judged_lines(comparison: Comparison) -> list[str]:
 
 
 @click.command("compare")
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=True)  # paths or s3:// URLs, as evaluate takes
 @click.option("--control", required=True, help="Variant name of the control arm.")
 @click.option("--candidate", required=True, help="Variant name of the candidate arm.")
 @metrics_option(",".join(DEFAULT_METRICS))
@@ -171,7 +172,7 @@ def _judged_lines(comparison: Comparison) -> list[str]:
 @click.pass_context
 def compare(
     ctx: click.Context,
-    traces: tuple[Path, ...],
+    traces: tuple[str, ...],
     control: str,
     candidate: str,
     metrics: str,
@@ -193,8 +194,6 @@ def compare(
     """Compare variant CANDIDATE with CONTROL on TRACES (files or directories), per segment."""
     from retrieval_pipeline.ab.compare import ComparisonSettings
     from retrieval_pipeline.ab.pairing import compare_variants, with_judged_shares
-    from retrieval_pipeline.ingest.files import TraceFileError
-    from retrieval_pipeline.metrics import MetricConfigError
     from retrieval_pipeline.reports.comparison import report_format, write_comparison_report
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
@@ -231,8 +230,8 @@ def compare(
             comparison = with_judged_shares(
                 comparison, run.per_query, run.judged, run.judged_metric
             )
-    except (MetricConfigError, TraceFileError, ValueError) as exc:
-        raise click.ClickException(str(exc).splitlines()[0]) from None
+    except INPUT_ERRORS as exc:  # a bad record, option, file or store: one line
+        raise click.ClickException(one_line(exc)) from None
     if output is not None:
         write_comparison_report(comparison, output)
     click.echo(summary_text(run, comparison))

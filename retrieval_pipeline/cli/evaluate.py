@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import click
 
+from retrieval_pipeline.cli.errors import INPUT_ERRORS, one_line
 from retrieval_pipeline.cli.evaluate_support import (
     SHOWN,
     check_outputs,
@@ -158,8 +159,6 @@ def evaluate(
 
     from retrieval_pipeline.cli.trec import read_run, trec_output
     from retrieval_pipeline.config import load_config
-    from retrieval_pipeline.ingest.files import TraceFileError
-    from retrieval_pipeline.ingest.source_kinds import SourceError
     from retrieval_pipeline.reports.per_query import write_table
     from retrieval_pipeline.warehouse.evaluation import run_evaluation, span_reading
 
@@ -202,8 +201,8 @@ def evaluate(
                 judged_only=judged_only,
                 judgments=list(judgments),
             )
-    except (MetricConfigError, TraceFileError, SourceError, ValueError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except INPUT_ERRORS as exc:  # a bad record, option, file or store: one line
+        raise click.ClickException(one_line(exc)) from None
     except (duckdb.IOException, duckdb.OutOfMemoryException) as exc:
         # beyond its memory limit DuckDB spills to disk: a full disk, or no room left at all
         raise click.ClickException(" ".join(str(exc).split())) from None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from retrieval_pipeline.cli.errors import input_errors
 from retrieval_pipeline.text import number, printable
 
 if TYPE_CHECKING:
@@ -74,17 +75,10 @@ def trace_files(paths: Sequence[Path | str]) -> list[TraceFile]:
     """The trace files under `paths`, the others told on standard error (count, first few);
     ClickException when there is none to read. (ingest.files loads pyarrow: imported here, so
     that the command line starts without it.)"""
-    from retrieval_pipeline.ingest.files import (
-        JSONL_SUFFIXES,
-        PARQUET_SUFFIXES,
-        TraceFileError,
-        survey,
-    )
+    from retrieval_pipeline.ingest.files import JSONL_SUFFIXES, PARQUET_SUFFIXES, survey
 
-    try:
+    with input_errors():  # a name that is no trace file, or a store that cannot be listed
         found, skipped = survey(paths)
-    except TraceFileError as exc:
-        raise click.ClickException(str(exc)) from None
     if skipped:
         names = ", ".join(printable(p) for p in skipped[:SHOWN])
         more = f" and {len(skipped) - SHOWN} more" if len(skipped) > SHOWN else ""

@@ -4,7 +4,10 @@ Arize Phoenix collects OpenInference spans over OTLP and serves them back throug
 span query (`Client.spans.get_spans_dataframe`), which returns at most `limit` spans (1,000 by
 default), newest first, started in [start_time, end_time). A day is read in pages that walk that
 window down: each full page keeps the spans that started after its oldest instant, and the next
-page ends just after that instant, so that spans sharing a start time are never split or lost.
+page ends just after that instant, so that spans sharing a start time are never split or lost;
+more spans at one instant than a page holds are read by ranges of span ids. An answer that is
+not a page of spans (an HTML page with status 200, say) is an error naming the endpoint, never
+taken for the end of the day.
 The spans go through the same mapping as an OTLP/JSON export (`spans.SpanConverter`).
 
 Labels come from the span's metadata, as in a file. Phoenix's document annotations are not read:
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import SpanView
 from retrieval_pipeline.ingest.pieces import RawPiece
+from retrieval_pipeline.ingest.span_documents import position_regex
 from retrieval_pipeline.ingest.span_pieces import SpanReading, span_pieces
 from retrieval_pipeline.ingest.spans import (
     RERANKER_KIND,
@@ -47,6 +51,10 @@ TRACES_PER_LOOKUP = 100
 TIMEOUT_S = 60
 
 RETRIEVAL_SPANS = f"span_kind == '{RETRIEVER_KIND}' or span_kind == '{RERANKER_KIND}'"
+SPANS_PATH = "/v1/spans"  # where the client sends a span query
+_JSON_PART = re.compile(r"content-type:\s*application/json", re.IGNORECASE)
+# A range of span ids is halved at most this often while reading one instant (`_instant`).
+MAX_HALVINGS = 64
 _ATTRIBUTES = "attributes."
 _HEX_ID = re.compile(r"[0-9a-f]{1,64}")
 _TICK = timedelta(microseconds=1)  # Phoenix keeps start times to the microsecond
@@ -72,10 +80,23 @@ class PhoenixStore:
         return f"{self.endpoint.rstrip('/')} project {self.project}"
 
     def client(self) -> Any:
-        """A `phoenix.client.Client` for the endpoint."""
+        """A `phoenix.client.Client` for the endpoint, whose span queries fail unless answered
+        with a page of spans (`_check_answer`): the client itself takes any other answer with
+        status 200 (an HTML page, a proxy's) for an empty page, which would end a day early."""
+        import httpx
         from phoenix.client import Client
+        from phoenix.client.utils.config import get_env_client_headers
 
-        return Client(base_url=self.endpoint, api_key=self.api_key)
+        headers = dict(get_env_client_headers())  # as the client gathers them itself
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        http = httpx.Client(
+            base_url=self.endpoint,
+            headers=headers,
+            timeout=self.timeout_s,
+            event_hooks={"response": [lambda response: _check_answer(self, response)]},
+        )
+        return Client(http_client=http)
 
     # --- the trace store's interface (`store.TraceStore`): a day is a query, not files -------
 
@@ -140,6 +161,28 @@ def read_day(
     yield from converter.flush()  # documentless retrievers with no relative: empty results
 
 
+def _check_answer(store: PhoenixStore, response: Any) -> None:
+    """Raise PhoenixError, naming the endpoint, unless an answer to a span query is a page of
+    spans: status 2xx, `multipart/mixed` with a boundary, and a JSON part (Phoenix answers an
+    empty page so too)."""
+    request = response.request
+    if request.method != "POST" or not request.url.path.endswith(SPANS_PATH):
+        return
+    kind = response.headers.get("content-type", "")
+    answered = f"answered {response.status_code} {response.reason_phrase}".rstrip()
+    if response.is_success and "multipart/mixed" in kind and "boundary=" in kind:
+        response.read()  # a page is small; the client reads it again from memory
+        if _JSON_PART.search(response.text):
+            return
+        answered += " with no JSON part"
+    else:
+        answered += f" with {kind or 'no content type'}"
+    raise PhoenixError(
+        f"{store.name}: the span query {request.url} {answered}, not a page of spans; is "
+        f"{store.endpoint} a Phoenix server?"
+    )
+
+
 def _query(client: Any, store: PhoenixStore, condition: str, **window: Any) -> pd.DataFrame:
     from phoenix.client.types.spans import SpanQuery
 
@@ -155,9 +198,11 @@ def _query(client: Any, store: PhoenixStore, condition: str, **window: Any) -> p
 def _pages(
     client: Any, store: PhoenixStore, start: datetime, end: datetime
 ) -> Iterator[pd.DataFrame]:
-    """The retrieval spans of [start, end) in pages of at most `store.page_spans` (more when
-    that many share one start time), each span once."""
-    upper, limit = end, max(int(store.page_spans), 1)
+    """The retrieval spans of [start, end) in pages of at most `store.page_spans`, each span
+    once: a full page gives the spans newer than its oldest instant, and the next page ends
+    just after that instant; a full page that all started at one instant gives way to reading
+    that instant alone (`_instant`), and the next page ends at it."""
+    upper, limit = end, max(int(store.page_spans), 2)
     while True:
         page = _query(client, store, RETRIEVAL_SPANS, start_time=start, end_time=upper, limit=limit)
         if page.empty:
@@ -166,13 +211,47 @@ def _pages(
         if len(page) < limit:
             yield page
             return
-        oldest = starts.iloc[-1]
-        newer = page[starts > oldest]
-        if newer.empty:  # a whole page started at one instant: ask for more at once
-            limit *= 2
+        oldest = starts.iloc[-1].to_pydatetime()
+        newer = page[starts > starts.iloc[-1]]
+        if newer.empty:  # a whole page started at one instant
+            yield from _instant(client, store, oldest, limit)
+            upper = oldest
+        else:
+            yield newer
+            upper = oldest + _TICK
+
+
+def _instant(client: Any, store: PhoenixStore, at: datetime, limit: int) -> Iterator[pd.DataFrame]:
+    """The retrieval spans that started at the instant `at`, more than a page of them: read by
+    ranges of span ids, a range whose page is full cut in two at the page's middle id. Either
+    half leaves out at least one span of that page, so each holds fewer spans than the range it
+    was cut from, and the walk ends; no page asks for more than `limit`."""
+    ranges: list[tuple[str, str, int]] = [("", "", 0)]  # low (inclusive), high, halvings
+    while ranges:
+        low, high, halvings = ranges.pop()
+        condition = f"({RETRIEVAL_SPANS}){_id_range(low, high)}"
+        page = _query(client, store, condition, start_time=at, end_time=at + _TICK, limit=limit)
+        if page.empty:
             continue
-        yield newer
-        upper, limit = oldest.to_pydatetime() + _TICK, max(int(store.page_spans), 1)
+        _start_times(page, at, at + _TICK)
+        if len(page) < limit:
+            yield page
+            continue
+        ids = sorted(str(span_id) for span_id in page["context.span_id"])
+        middle = ids[len(ids) // 2]
+        if ids[0] == middle or not _HEX_ID.fullmatch(middle) or halvings >= MAX_HALVINGS:
+            raise PhoenixError(
+                f"{store.name}: more than {limit} spans started at {at.isoformat()} and their "
+                f"span ids ({middle!r} among them) cannot be told apart into pages"
+            )
+        ranges += [(low, middle, halvings + 1), (middle, high, halvings + 1)]
+
+
+def _id_range(low: str, high: str) -> str:
+    """The span query's condition for span ids in [low, high) (hex ids; "" is no bound)."""
+    bounds = [f"context.span_id >= '{low}'"] if low else []
+    bounds += [f"context.span_id < '{high}'"] if high else []
+    return "".join(f" and {bound}" for bound in bounds)
 
 
 def _start_times(page: pd.DataFrame, start: datetime, upper: datetime) -> pd.Series:
@@ -234,9 +313,7 @@ def span_view(row: Mapping[str, Any], trace_format: TraceFormatConfig) -> SpanVi
         trace_format.reranker_input_metadata_attribute,
         trace_format.reranker_output_metadata_attribute,
     )
-    whole_pattern = re.compile(
-        "|".join(re.escape(pattern).replace(r"\{i\}", "[0-9]+") for pattern in indexed)
-    )
+    whole_pattern = re.compile("|".join(position_regex(pattern) for pattern in indexed))
     attributes: dict[str, object] = {}
     for column, value in row.items():
         if column.startswith(_ATTRIBUTES):

@@ -11,11 +11,18 @@ Pure: json and the standard library.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 
 # the record rules' own id test and words, so that a span's reasons read like a record's
 from retrieval_pipeline.records import _is_id
 from retrieval_pipeline.records import _words as json_type_in_words
+
+# A document's position in an attribute name: ASCII digits only (a regular expression, as
+# `str.isdigit` and `int` also take superscript, Arabic-Indic and full-width digits),
+# without a leading zero.
+POSITION = "(?:0|[1-9][0-9]*)"
+_POSITION = re.compile(POSITION)
 
 
 class SpanError(ValueError):
@@ -36,13 +43,7 @@ def document_id(value: object, name: str) -> str | int:
 def indexed_ids(attributes: Mapping[str, object], pattern: str) -> list[str | int] | None:
     """The ids of `pattern` (`retrieval.documents.{i}.document.id`) in order of i; None when
     the span has none. A missing position is an error: the ranks after it would be wrong."""
-    prefix, suffix = pattern.split("{i}")
-    found: dict[int, object] = {}
-    for key, value in attributes.items():
-        if key.startswith(prefix) and key.endswith(suffix):
-            index = key[len(prefix) : len(key) - len(suffix)]
-            if index.isdigit() and (index == "0" or index[0] != "0"):
-                found.setdefault(int(index), value)
+    found = positions(attributes, pattern, True)
     if not found:
         return None
     missing = next((i for i in range(len(found)) if i not in found), None)
@@ -58,22 +59,57 @@ def indexed_ids(attributes: Mapping[str, object], pattern: str) -> list[str | in
     return ids  # type: ignore[return-value]  # checked above
 
 
+def position_regex(pattern: str) -> str:
+    """The regular expression of `pattern`'s keys, `{i}` a position (`POSITION`)."""
+    return re.escape(pattern).replace(re.escape("{i}"), POSITION)
+
+
+def _position(key: str, pattern: str) -> tuple[int, str] | None:
+    """A key of `pattern`'s documents as (its position, the rest of the key after it); None
+    for a key not under the pattern's prefix, or with no digit where the position goes. One
+    whose position holds a digit yet is not ASCII digits without a leading zero
+    (`documents.²`, an Arabic-Indic zero, `documents.01`) raises SpanError naming it: `str.isdigit`
+    and `int` take such digits, so it would be read as another position, or shadow it."""
+    prefix, suffix = pattern.split("{i}")
+    if not key.startswith(prefix):
+        return None
+    rest = key[len(prefix) :]
+    cut = rest.find(suffix[0]) if suffix else -1
+    index, after = (rest, "") if cut < 0 else (rest[:cut], rest[cut:])
+    if not _POSITION.fullmatch(index):
+        if not any(character.isnumeric() for character in index):
+            return None  # another attribute that shares the prefix, not a document's
+        raise SpanError(
+            f"the attribute {json.dumps(key, ensure_ascii=False)} is under {prefix}, yet "
+            f"{json.dumps(index, ensure_ascii=False)} is not a document position: positions "
+            f"are ASCII digits without a leading zero ({pattern.format(i=0)}, "
+            f"{pattern.format(i=1)}, ...)"
+        )
+    return int(index), after
+
+
+def check_positions(attributes: Mapping[str, object], patterns: Iterable[str]) -> None:
+    """SpanError naming the first attribute under one of `patterns` whose position is not a
+    position (`_position`): the span's ranking cannot be trusted."""
+    for key in attributes:
+        for pattern in patterns:
+            _position(key, pattern)
+
+
 def positions(attributes: Mapping[str, object], pattern: str, exact: bool) -> dict[int, object]:
     """Position -> value of the attributes of `pattern` (exact: the key itself, with `{i}` a
     position); not exact: any attribute under the pattern's prefix and a position (the
-    document's content, score, metadata, ...), its first value."""
-    prefix, suffix = pattern.split("{i}")
+    document's content, score, metadata, ...), its first value. A key whose position is not
+    one raises SpanError (`_position`)."""
+    suffix = pattern.split("{i}")[1]
     found: dict[int, object] = {}
     for key, value in attributes.items():
-        if not key.startswith(prefix):
+        placed = _position(key, pattern)
+        if placed is None:
             continue
-        rest = key[len(prefix) :]
-        index = rest[: len(rest) - len(rest.lstrip("0123456789"))]
-        after = rest[len(index) :]
-        if not index or (index != "0" and index[0] == "0"):
-            continue
+        index, after = placed
         if (after == suffix) if exact else (not after or after[0] == suffix[:1]):
-            found.setdefault(int(index), value)
+            found.setdefault(index, value)
     return found
 
 

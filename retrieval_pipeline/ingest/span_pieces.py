@@ -63,7 +63,7 @@ def span_pieces(
     `order` and numbered across the source."""
     batch: list[tuple[str, int, int, str, str | None]] = []
     place = 0
-    kept, last_kept = 0, None  # spans with a record kept (a span's records come together)
+    kept, last_kept = 0, 0  # spans with a record kept (a span's records come together)
     for row in itertools.chain(rows, converter.flush()):
         name = f"{row.source_file} line {row.source_line}"
         if row.error is not None:
@@ -73,8 +73,8 @@ def span_pieces(
         elif row.stage == reading.stage:
             place += 1
             batch.append((name, order, place, row.record or "", None))
-            if (row.source_line, row.span_id) != last_kept:
-                kept, last_kept = kept + 1, (row.source_line, row.span_id)
+            if row.span_number != last_kept:
+                kept, last_kept = kept + 1, row.span_number
         if len(batch) >= ROWS_PER_PIECE:
             yield _piece(batch, 0)
             batch = []

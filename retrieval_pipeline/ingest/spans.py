@@ -14,9 +14,11 @@ around) the one with the documents, and that one alone is the retrieval. Such sp
 trace until their relative arrives (it may come lines later) or the converter is flushed.
 
 Each record is checked with the record rules (`records.parse_record`) here, so that a bad span is
-quarantined with its file, line and span id; spans of other kinds, and nested ones, are counted
-as skipped, so `read = converted + quarantined + skipped` once the converter is flushed. Pure:
-json and the standard library.
+quarantined with its file, line and span id, as is a retrieval span whose span id was read
+before in its trace (the recent `RECENT_SPANS` kept) and one whose document positions are not
+ASCII digits; spans of other kinds, and nested ones, are counted as skipped, so
+`read = converted + quarantined + skipped` once the converter is flushed. Pure: json and the
+standard library.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import OTLP_FIELD, BadSpan, SpanView, otlp_spans, read_lines
 from retrieval_pipeline.ingest.span_documents import (
     SpanError,
+    check_positions,
     genai_ids,
     json_value,
     positions,
@@ -58,6 +61,10 @@ INPUT_SUFFIX = ":input"
 # starts after its retriever ends, and exporters write spans as they end, so its retriever is a
 # few batches back at most; the bound keeps a day's memory flat.
 RECENT_TRACES = 10_000
+# How many retrieval spans' (trace id, span id) are kept to find a span id repeated in its
+# trace: a span exported twice lies a batch or a few apart. A repeat further back is still
+# found downstream (its record's trace_id is the span id), as a repeated trace id.
+RECENT_SPANS = 100_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _END_NS = 253402300800 * 10**9  # 10000-01-01T00:00:00Z, past the record's range
@@ -74,6 +81,7 @@ class SpanRow:
     record: str | None = None
     error: str | None = None
     stage: str | None = None  # the record's stage
+    span_number: int = 0  # the span's records share it (1, 2, ... in the order made)
 
     def message(self) -> str:
         """The quarantine line a person reads: file, line, span and reason."""
@@ -149,6 +157,7 @@ class SpanConverter:
         recent_traces: int = RECENT_TRACES,
         max_line_bytes: int | None = None,
         topics: Topics | None = None,
+        recent_spans: int = RECENT_SPANS,
     ) -> None:
         self.format = trace_format or TraceFormatConfig()
         # query texts to ids: given (loaded once for many converters), else the format's file
@@ -166,6 +175,10 @@ class SpanConverter:
         # documents (a held span whose parent or child is one of these is nested)
         self._held: OrderedDict[str, list[_Held]] = OrderedDict()
         self._documented: OrderedDict[str, dict[str, str]] = OrderedDict()
+        # (trace id, span id) -> the line the retrieval span was first read on, the newest kept
+        self._seen: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._seen_max = max(int(recent_spans), 1)
+        self._made = 0  # spans that made records
 
     # --- files and lines ---------------------------------------------------------------------
 
@@ -224,8 +237,11 @@ class SpanConverter:
                 )
                 continue
             stage = self._stage(span)
+            problem = None if stage is None else self._problem(span, line_number)
             if stage is None:
                 self.counts.skipped += 1
+            elif problem is not None:
+                yield self._quarantine(source_file, line_number, span.span_id, span.where, problem)
             elif stage == STAGE_RERANKER:
                 rerankers.append(span)
             else:
@@ -287,6 +303,44 @@ class SpanConverter:
         self.counts.nested += 1
         self.counts.skipped += 1
 
+    def _problem(self, span: SpanView, line_number: int) -> str | None:
+        """Why a retrieval span is quarantined before its records are made: its span id read
+        before in its trace, or a document position that is not one."""
+        return self._repeated(span, line_number) or self._position_problem(span)
+
+    def _repeated(self, span: SpanView, line_number: int) -> str | None:
+        """Why the span is a repeat (its span id read before in its trace), or None; the span
+        is noted as read either way."""
+        if not span.span_id:
+            return None  # quarantined for that
+        key = (span.trace_id, span.span_id)
+        first = self._seen.get(key)
+        if first is not None:
+            trace = f"trace {span.trace_id}" if span.trace_id else "no trace"
+            return f"duplicate span id {span.span_id} in {trace}: first seen at line {first}"
+        self._seen[key] = line_number
+        if len(self._seen) > self._seen_max:
+            self._seen.popitem(last=False)
+        return None
+
+    def _position_problem(self, span: SpanView) -> str | None:
+        """Why the span's document attributes cannot be ranked (a position that is not ASCII
+        digits), or None; checked before anything else reads a position."""
+        fmt = self.format
+        patterns = (
+            fmt.document_id_attribute,
+            fmt.document_metadata_attribute,
+            fmt.reranker_input_id_attribute,
+            fmt.reranker_input_metadata_attribute,
+            fmt.reranker_output_id_attribute,
+            fmt.reranker_output_metadata_attribute,
+        )
+        try:
+            check_positions(span.attributes, patterns)
+        except SpanError as exc:
+            return str(exc)
+        return None
+
     def _has_documents(self, span: SpanView) -> bool:
         fmt = self.format
         attributes = span.attributes
@@ -300,6 +354,8 @@ class SpanConverter:
         """Keep a RETRIEVER span with documents (its shared fields for its trace's RERANKER
         spans, and its ids for nesting) without making its record (a Phoenix page of rerankers
         looks up its retrievers this way). A documentless one is not kept: it may be nested."""
+        if self._position_problem(span) is not None:
+            return  # its own record is quarantined when read
         if self._stage(span) == STAGE_RETRIEVER and self._has_documents(span):
             if span.trace_id and span.span_id:
                 self._note_documented(span)
@@ -344,8 +400,11 @@ class SpanConverter:
         self.counts.records += len(texts)
         self.counts.empty += any(record["retrieved_ids"] == [] for record in records)
         self.counts.unknown_query_texts += unknown_text
+        self._made += 1
         for text, stage in texts:
-            yield SpanRow(source_file, line_number, span.span_id, record=text, stage=stage)
+            yield SpanRow(
+                source_file, line_number, span.span_id, text, stage=stage, span_number=self._made
+            )
 
     def _quarantine(
         self,

@@ -267,3 +267,40 @@ def test_nested_retrievers_metadata_ids_and_an_empty_result_from_phoenix(
     assert converter.counts == SpanCounts(
         read=11, converted=6, skipped=5, records=6, empty=1, nested=5
     )
+
+
+def test_more_spans_at_one_instant_than_a_page_holds_are_read_once_a_page_at_a_time(
+    phoenix: PhoenixServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """250 spans started at one instant, read 40 at a time: each span once, and no query asks
+    for more than a page (the reader once doubled its limit until one page held them all, or
+    the request timed out)."""
+    project = "one-instant"
+    records = make_records(250, seed=30)
+    for record in records:
+        record["timestamp"] = "2026-12-01T07:00:00.000000Z"
+    rng = random.Random(30)
+    spans = [
+        openinference_retriever(record, trace_id_for(5000 + n), rng)
+        for n, record in enumerate(records)
+    ]
+    for at in range(0, len(spans), SPANS_PER_REQUEST):
+        phoenix.send(to_protobuf(export_line([spans[at : at + SPANS_PER_REQUEST]], project)))
+    wait_until_stored(phoenix, len(spans), project)
+    store = PhoenixStore(phoenix.base_url, project, page_spans=40)
+    client = store.client()
+    limits: list[int] = []
+    query = client.spans.get_spans_dataframe
+
+    def counted(**arguments: Any) -> pd.DataFrame:
+        limits.append(arguments["limit"])
+        return query(**arguments)
+
+    monkeypatch.setattr(client.spans, "get_spans_dataframe", counted)
+    converter = SpanConverter()
+    rows = list(read_day(store, DAY, converter, client))
+    assert [row.error for row in rows if row.error] == []
+    made = sorted(json.loads(row.record or "")["trace_id"] for row in rows)
+    assert made == sorted(record["trace_id"] for record in records)
+    assert converter.counts == SpanCounts(read=250, converted=250, records=250)
+    assert max(limits) == 40
