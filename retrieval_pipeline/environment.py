@@ -25,6 +25,9 @@ APPROVALS = "RETRIEVAL_PIPELINE_APPROVALS"
 STORE_RETRIEVED_IDS = "RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS"
 START_DATE = "RETRIEVAL_PIPELINE_START_DATE"
 LIVE_INTERVAL = "RETRIEVAL_PIPELINE_LIVE_INTERVAL"
+# Whether the nightly schedule (default yes) and the live sensor (default no) start running.
+SCHEDULE = "RETRIEVAL_PIPELINE_SCHEDULE"
+LIVE_SENSOR = "RETRIEVAL_PIPELINE_LIVE_SENSOR"
 DUCKDB_MEMORY_LIMIT = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
 DUCKDB_THREADS = "RETRIEVAL_PIPELINE_DUCKDB_THREADS"
 MAX_LINE_BYTES = "RETRIEVAL_PIPELINE_MAX_LINE_BYTES"
@@ -139,14 +142,32 @@ def max_line_bytes(environ: Mapping[str, str] | None = None) -> int:
     return size
 
 
-def store_retrieved_ids(environ: Mapping[str, str] | None = None) -> bool:
-    """$RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS as a yes or no (unset: yes)."""
-    text = _text(STORE_RETRIEVED_IDS, environ)
-    if text is None or text.lower() in _YES:
+def _yes_no(name: str, default: bool, environ: Mapping[str, str] | None) -> bool:
+    text = _text(name, environ)
+    if text is None:
+        return default
+    if text.lower() in _YES:
         return True
     if text.lower() in _NO:
         return False
-    raise EnvironmentValueError(STORE_RETRIEVED_IDS, text, "must be 1, true, yes, 0, false or no")
+    raise EnvironmentValueError(name, text, "must be 1, true, yes, 0, false or no")
+
+
+def store_retrieved_ids(environ: Mapping[str, str] | None = None) -> bool:
+    """$RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS as a yes or no (unset: yes)."""
+    return _yes_no(STORE_RETRIEVED_IDS, True, environ)
+
+
+def schedule_running(environ: Mapping[str, str] | None = None) -> bool:
+    """$RETRIEVAL_PIPELINE_SCHEDULE as a yes or no (unset: yes): the nightly schedule's default
+    status. A toggle in the Dagster UI is stored in the instance and overrides it."""
+    return _yes_no(SCHEDULE, True, environ)
+
+
+def live_sensor_running(environ: Mapping[str, str] | None = None) -> bool:
+    """$RETRIEVAL_PIPELINE_LIVE_SENSOR as a yes or no (unset: no): the live sensor's default
+    status (docs/operations.md says why it is off)."""
+    return _yes_no(LIVE_SENSOR, False, environ)
 
 
 def start_date(environ: Mapping[str, str] | None = None) -> date | None:

@@ -362,8 +362,8 @@ def test_the_gate_reads_its_own_runs_checks_when_other_days_ran_since(
 ) -> None:
     """Runs of different days at once: a check's latest evaluation can be another run's, for
     another day, by the time this run's gate asks. The gate takes its own run's evaluations
-    (found by the concurrency test above; here made certain by answering "latest" with the
-    other day's records), and alone it still refuses what its latest checks did not cover."""
+    (found by the concurrency test above; here made certain by answering the day's "latest" with
+    the other day's records), and alone it still refuses what its latest checks did not cover."""
     # not under test
     monkeypatch.setattr(regression_html, "write_regression_html", lambda *args: None)
     instance = dg.DagsterInstance.ephemeral()
@@ -373,15 +373,8 @@ def test_the_gate_reads_its_own_runs_checks_when_other_days_ran_since(
         return materialize(selection, world.resources(small_store), partition, instance=instance)
 
     assert run(PIPELINE, other).success
-    records = {
-        key: instance.get_latest_asset_check_evaluation_record(key)
-        for key in gate.BLOCKING_CHECK_KEYS
-    }
-    monkeypatch.setattr(
-        dg.DagsterInstance,
-        "get_latest_asset_check_evaluation_record",
-        lambda self, key: records[key],
-    )
+    records = {key: gate._latest_record(instance, key, other) for key in gate.BLOCKING_CHECK_KEYS}
+    monkeypatch.setattr(gate, "_latest_record", lambda instance, key, day: records[key])
     result = run(PIPELINE, day)
     assert result.success, failures(result)
     assert (world.approvals / f"deploy_approval_{day}.json").exists()

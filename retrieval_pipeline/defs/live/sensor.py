@@ -223,4 +223,11 @@ def build_live_monitoring_sensor(
     return _live_sensor
 
 
-live_monitoring_sensor = build_live_monitoring_sensor()
+# Off by default ($RETRIEVAL_PIPELINE_LIVE_SENSOR=1 or the UI's toggle starts it): it is for a
+# store that receives traces during the day, and every tick takes the warehouse's one writer lock,
+# so on a store written once a night it would only skip ticks behind the nightly run.
+live_monitoring_sensor = build_live_monitoring_sensor(
+    default_status=dg.DefaultSensorStatus.RUNNING
+    if environment.live_sensor_running()
+    else dg.DefaultSensorStatus.STOPPED
+)

@@ -1,15 +1,19 @@
 """The deploy gate: an approval record per day, written only when every blocking check passed for
 the run's partitions (`checks.py` defines the checks, on the assets of `assets.py`).
 
-Blocking checks stop the gate inside a run, and the gate reads their evaluations in that run; run
-alone it looks up the latest evaluation of each blocking check and refuses when one failed, is
-missing or covers other days.
+The checks are partitioned by day and the gate judges each day on that day's verdicts: the ones
+its own run recorded, else the latest recorded for the day by any run (Dagster has no public
+per-partition lookup: the event log's `get_latest_asset_check_execution_by_key` with a
+partition filter). A rerun of an older day never changes the verdict of a later one. It refuses
+a day when a verdict failed, is missing or covers other days.
 """
 
 import json
 from datetime import UTC, date, datetime
 
 import dagster as dg
+from dagster._core.event_api import PartitionKeyFilter
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecord
 
 from retrieval_pipeline import gate
 from retrieval_pipeline.defs.nightly import history
@@ -34,8 +38,20 @@ BLOCKING_CHECK_KEYS = (
 BLOCKING_CHECKS = tuple(key.name for key in BLOCKING_CHECK_KEYS)
 
 
-def _outcome(instance: dg.DagsterInstance, check_key: dg.AssetCheckKey) -> gate.CheckOutcome | None:
-    record = instance.get_latest_asset_check_evaluation_record(check_key)
+def _latest_record(
+    instance: dg.DagsterInstance, check_key: dg.AssetCheckKey, day: date
+) -> AssetCheckExecutionRecord | None:
+    """The latest evaluation (or plan) of `check_key` recorded for partition `day`, by any run."""
+    records = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [check_key], partition_filter=PartitionKeyFilter(key=day.isoformat())
+    )
+    return records.get(check_key)
+
+
+def _outcome(
+    instance: dg.DagsterInstance, check_key: dg.AssetCheckKey, day: date
+) -> gate.CheckOutcome | None:
+    record = _latest_record(instance, check_key, day)
     if record is None:
         return None
     evaluation = None
@@ -67,10 +83,11 @@ def _check_outcome(
 
 def _outcomes_in_run(
     instance: dg.DagsterInstance, run_id: str
-) -> dict[dg.AssetCheckKey, gate.CheckOutcome]:
-    """The check evaluations this run recorded. A concurrent run of other days records its own
-    evaluations too, so the latest one of a check may not be this run's."""
-    found: dict[dg.AssetCheckKey, gate.CheckOutcome] = {}
+) -> dict[tuple[dg.AssetCheckKey, str | None], gate.CheckOutcome]:
+    """The check evaluations this run recorded, by check and partition (None: a range run's
+    verdict on the whole range). A concurrent run of the same day records its own evaluations
+    too, so the latest one of a check may not be this run's."""
+    found: dict[tuple[dg.AssetCheckKey, str | None], gate.CheckOutcome] = {}
     records = instance.get_records_for_run(
         run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
     ).records
@@ -78,7 +95,7 @@ def _outcomes_in_run(
         event = record.event_log_entry.dagster_event
         data = event.event_specific_data if event is not None else None
         if isinstance(data, dg.AssetCheckEvaluation):
-            key = dg.AssetCheckKey(data.asset_key, data.check_name)
+            key = (dg.AssetCheckKey(data.asset_key, data.check_name), data.partition)
             found[key] = _check_outcome(data, run_id, record.event_log_entry.timestamp)
     return found
 
@@ -98,15 +115,23 @@ def deploy_gate(
     """Approval to deploy: materializes only when every blocking check passed for these partitions,
     and writes an approval record (partition, checks, results) a deploy system can read.
 
-    Blocking checks stop this asset inside a run, and the gate reads their evaluations in this
-    run; run alone it looks up the latest evaluation of each blocking check itself and refuses
-    when one failed, is missing or covers other days."""
+    Blocking checks stop this asset inside a run. Each day is judged on its own verdicts: the
+    ones this run recorded for it, else the latest recorded for that day (the gate run alone);
+    it refuses when one failed, is missing or covers other days."""
     start, end = partition_days(context)
     in_run = _outcomes_in_run(context.instance, context.run.run_id)
-    outcomes = {
-        key.name: in_run.get(key) or _outcome(context.instance, key) for key in BLOCKING_CHECK_KEYS
+    verdicts = {
+        day: {
+            key.name: in_run.get((key, day.isoformat())) or _outcome(context.instance, key, day)
+            for key in BLOCKING_CHECK_KEYS
+        }
+        for day in gate.days_between(start, end)
     }
-    refusals = gate.gate_refusals(BLOCKING_CHECKS, outcomes, start, end)
+    refusals = [
+        refusal
+        for day, outcomes in verdicts.items()
+        for refusal in gate.gate_refusals(BLOCKING_CHECKS, outcomes, day, day)
+    ]
     if refusals:
         raise dg.Failure(
             description=(
@@ -123,7 +148,7 @@ def deploy_gate(
         # one record per day, so a deploy system finds a day's approval by its name
         record = gate.approval_record(
             day,
-            [o for o in outcomes.values() if o is not None],
+            [o for o in verdicts[day].values() if o is not None],
             run_id=context.run.run_id,
             approved_at=approved_at,
         )
