@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 
 # the record rules' own id test and words, so that a span's reasons read like a record's
 from retrieval_pipeline.records import _is_id
@@ -64,15 +64,13 @@ def position_regex(pattern: str) -> str:
     return re.escape(pattern).replace(re.escape("{i}"), POSITION)
 
 
-def _position(key: str, pattern: str) -> tuple[int, str] | None:
-    """A key of `pattern`'s documents as (its position, the rest of the key after it); None
-    for a key not under the pattern's prefix, or with no digit where the position goes. One
+def _position(key: str, prefix: str, suffix: str) -> tuple[int, str] | None:
+    """A key under a pattern's `prefix` (`retrieval.documents.`; `suffix` is what follows
+    `{i}`) as (its position, the rest of the key after it); None for a key with no digit
+    where the position goes. One
     whose position holds a digit yet is not ASCII digits without a leading zero
     (`documents.²`, an Arabic-Indic zero, `documents.01`) raises SpanError naming it: `str.isdigit`
     and `int` take such digits, so it would be read as another position, or shadow it."""
-    prefix, suffix = pattern.split("{i}")
-    if not key.startswith(prefix):
-        return None
     rest = key[len(prefix) :]
     cut = rest.find(suffix[0]) if suffix else -1
     index, after = (rest, "") if cut < 0 else (rest[:cut], rest[cut:])
@@ -82,18 +80,25 @@ def _position(key: str, pattern: str) -> tuple[int, str] | None:
         raise SpanError(
             f"the attribute {json.dumps(key, ensure_ascii=False)} is under {prefix}, yet "
             f"{json.dumps(index, ensure_ascii=False)} is not a document position: positions "
-            f"are ASCII digits without a leading zero ({pattern.format(i=0)}, "
-            f"{pattern.format(i=1)}, ...)"
+            f"are ASCII digits without a leading zero ({prefix}0{suffix}, {prefix}1{suffix}, ...)"
         )
     return int(index), after
 
 
-def check_positions(attributes: Mapping[str, object], patterns: Iterable[str]) -> None:
+def check_positions(attributes: Mapping[str, object], patterns: Sequence[str]) -> None:
     """SpanError naming the first attribute under one of `patterns` whose position is not a
     position (`_position`): the span's ranking cannot be trusted."""
+    # a key's position reads the same for every pattern with its prefix and separator
+    parts: dict[tuple[str, str], str] = {}
+    for pattern in patterns:
+        prefix, suffix = pattern.split("{i}")
+        parts.setdefault((prefix, suffix[:1]), suffix)
+    prefixes = tuple(prefix for prefix, _ in parts)
     for key in attributes:
-        for pattern in patterns:
-            _position(key, pattern)
+        if key.startswith(prefixes):  # one test for most keys
+            for (prefix, _), suffix in parts.items():
+                if key.startswith(prefix):
+                    _position(key, prefix, suffix)
 
 
 def positions(attributes: Mapping[str, object], pattern: str, exact: bool) -> dict[int, object]:
@@ -101,10 +106,10 @@ def positions(attributes: Mapping[str, object], pattern: str, exact: bool) -> di
     position); not exact: any attribute under the pattern's prefix and a position (the
     document's content, score, metadata, ...), its first value. A key whose position is not
     one raises SpanError (`_position`)."""
-    suffix = pattern.split("{i}")[1]
+    prefix, suffix = pattern.split("{i}")
     found: dict[int, object] = {}
     for key, value in attributes.items():
-        placed = _position(key, pattern)
+        placed = _position(key, prefix, suffix) if key.startswith(prefix) else None
         if placed is None:
             continue
         index, after = placed
