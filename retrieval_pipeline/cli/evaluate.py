@@ -316,6 +316,7 @@ def summary(
         "empty_results": run.traces.empty,
         **(trec.counts() if trec is not None else {}),
         "means": run.means(),
+        "means_over": run.means_over(),
         **({"by": {"columns": list(by), "groups": _groups(run, by)}} if by else {}),
     }
 
@@ -337,6 +338,15 @@ def _judged_text(run: EvaluationRun) -> str:
         f"Judged share of the top {k} ({run.judged_metric}, mean over annotated traces): "
         f"{share}; {lists}."
     )
+
+
+def _over_words(values: int, annotated: int) -> str:
+    """What a mean is taken over: the count of its values, and the annotated traces left out."""
+    words = f"{values} annotated traces"
+    missing = annotated - values
+    if missing > 0:
+        words += f" ({missing} more annotated without a value: it could not be computed)"
+    return words
 
 
 def summary_text(
@@ -373,9 +383,10 @@ def summary_text(
         if run.judgment_join is not None:
             lines += run.judgment_join.problems()
     lines += ["", f"{'metric':<16}{'mean':>10}  over"]
+    over = run.means_over()
     for name, mean in run.means().items():
         shown = "-" if mean is None else f"{mean:.4f}"
-        lines.append(f"{name:<16}{shown:>10}  {traces.annotated} annotated traces")
+        lines.append(f"{name:<16}{shown:>10}  {_over_words(over[name], traces.annotated)}")
     if by:
         names = [metric.name for metric in run.metrics]
         lines += ["", f"Means by {', '.join(by)}:", group_table(_groups(run, by), by, names)]

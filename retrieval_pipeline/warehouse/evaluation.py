@@ -85,12 +85,19 @@ class EvaluationRun:
         return float(values.mean()) if values is not None and len(values) else None
 
     def means(self) -> dict[str, float | None]:
-        """Mean of each metric over annotated traces (None when no trace is annotated)."""
+        """Mean of each metric over its values (None when it has none)."""
         out: dict[str, float | None] = {}
         for metric in self.metrics:
             column = self.per_query[metric.name].dropna()
             out[metric.name] = float(column.mean()) if len(column) else None
         return out
+
+    def means_over(self) -> dict[str, int]:
+        """How many values each mean of `means` is taken over: the annotated traces with a value
+        of the metric. A mean is never told over traces whose values are missing."""
+        return {
+            metric.name: int(self.per_query[metric.name].notna().sum()) for metric in self.metrics
+        }
 
 
 def run_evaluation(
