@@ -4,7 +4,6 @@ The warehouse (DuckDB, pandas) is imported when the command runs, not when the C
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
@@ -28,6 +27,7 @@ from retrieval_pipeline.cli.options import (
     relevance_level_option,
 )
 from retrieval_pipeline.metrics import DEFAULT_GMAX
+from retrieval_pipeline.text import json_text
 
 if TYPE_CHECKING:
     from retrieval_pipeline.ab.stages import StageGain
@@ -220,7 +220,9 @@ def evaluate(
         click.echo("\n".join(lines))
     elif fmt == "json":
         data = summary(run, run_input, by)
-        click.echo(json.dumps(data | stages_data(*staged) if stages else data, indent=2))
+        click.echo(
+            json_text(data | stages_data(*staged) if stages else data, indent=2, ensure_ascii=True)
+        )
     else:
         text = summary_text(run, run_input, by, quarantine)
         click.echo(text + "\n\n" + stages_text(*staged) if stages else text)
