@@ -185,9 +185,8 @@ def evaluate(
             judged_only=judged_only,
             spans=reading,
             judgments=list(judgments),
+            left_out_lines=run_input.run.quarantine if run_input is not None else None,
         )
-        if run_input is not None:
-            run = run_input.with_run_lines(run)
         lines = trec_output(run, run_input, gain) if fmt == "trec" else None
         if stages:
             staged = stage_runs(
@@ -216,6 +215,9 @@ def evaluate(
         write_table(run.per_query, output)
     from retrieval_pipeline.reports.stages import stages_data, stages_text
 
+    dropped = run_input.dropped_words() if run_input is not None else None
+    if dropped is not None:  # on stderr: standard output may be trec_eval's lines
+        click.echo(dropped, err=True)
     if lines is not None:
         click.echo("\n".join(lines))
     elif fmt == "json":

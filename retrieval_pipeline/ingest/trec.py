@@ -16,7 +16,8 @@ ranked twice for a query ("duplicate docs"), here the line is quarantined with i
 and reason, and the rest is read: fewer than six fields, a score that is not a number or not
 finite (`atof` would read `2.1abc` as 2.1 and `abc` as 0), a document already ranked for the
 query (the first line is kept). Every line read is kept or quarantined: `read == kept +
-quarantined`, blank lines and comments are `skipped`.
+quarantined`, blank lines and comments are `skipped`. A query named only on quarantined lines
+has no trace and is not scored; `TrecRun.dropped` names it, and `evaluate` says so.
 
 The records: `trace_id` and `query_id` are the qid (trec_eval's per-query key), `variant` is the
 run tag of the query's first line, `segment` is `unknown`, and `timestamp` is `served_at`: by
@@ -45,6 +46,7 @@ from retrieval_pipeline.ingest.filesystems import (
 )
 from retrieval_pipeline.ingest.judgment_rules import NUMBER
 from retrieval_pipeline.ingest.line_stream import (
+    SPACE,
     LineBlock,
     Quarantine,
     line_blocks,
@@ -90,6 +92,18 @@ class TrecRun:
     kept: int  # ranked documents
     quarantined: int
     skipped: int  # blank lines and comments
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """The queries named only on quarantined lines (their first field), sorted: they have no
+        valid run line, so no trace, and are not scored."""
+        if not self.quarantined:
+            return ()
+        firsts = pc.list_element(
+            pc.ascii_split_whitespace(pc.utf8_trim(self.quarantine["raw_record"], SPACE)), 0
+        )
+        named = set(pc.drop_null(firsts).to_pylist())
+        return tuple(sorted(named - set(self.records["query_id"].to_pylist())))
 
     def ranked(self) -> dict[str, list[str]]:
         """`{query_id: [doc_id, ...]}` in trec_eval's order."""
