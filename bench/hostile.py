@@ -1,6 +1,7 @@
 """Hostile inputs through `retrieval-pipeline evaluate`, each in a fresh process with its peak
 resident memory: the memory classes of issue 27 (a gzip bomb, one long line, many short bad lines)
-and TREC runs of 1M and 4M lines (issue 32: `evaluate --trec-run`, whose memory grew with the file).
+and TREC runs of 1M, 4M and 12M lines (issue 32: `evaluate --trec-run`, whose memory grew with
+the file).
 
     python bench/hostile.py [--shapes NAME,...] [--max-rss-gib 6] [--report hostile_<date>.md]
 
@@ -136,6 +137,8 @@ SHAPES = [
           "a TREC run of 1M lines (10,000 queries of 100), --trec-run", _as_trec_run),
     Shape("trec_run_4m", "trec_run_4m.txt", lambda p: _trec_run(p, 4_000_000),
           "a TREC run of 4M lines (40,000 queries of 100), --trec-run", _as_trec_run),
+    Shape("trec_run_12m", "trec_run_12m.txt", lambda p: _trec_run(p, 12_000_000),
+          "a TREC run of 12M lines (120,000 queries of 100), --trec-run", _as_trec_run),
 ]  # fmt: skip
 
 

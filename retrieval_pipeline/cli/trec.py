@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from retrieval_pipeline.ingest.trec import TrecRun, read_trec_run
+from retrieval_pipeline.ingest.trec import TrecRun, stream_trec_run
 from retrieval_pipeline.metrics import Gain, check_gain
 from retrieval_pipeline.reports.trec import trec_eval_lines
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from retrieval_pipeline.store import DayBatches
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
 
@@ -32,7 +33,7 @@ class TrecInput:
     run: TrecRun
 
     @property
-    def records(self) -> pa.Table:
+    def records(self) -> pa.Table | DayBatches:
         return self.run.records
 
     def counts(self) -> dict[str, object]:
@@ -41,14 +42,14 @@ class TrecInput:
             "run_id": self.run.run_id,
             "run_lines_read": self.run.read,
             "run_lines_quarantined": self.run.quarantined,
-            "run_queries": self.run.records.num_rows,
+            "run_queries": self.run.queries,
             "run_queries_without_valid_line": list(self.run.dropped),
         }
 
     def words(self) -> str:
         return (
             f"TREC run {self.run.source_file} ({self.run.run_id or 'no tag'}): {self.run.read} "
-            f"lines read, {self.run.kept} ranked documents of {self.run.records.num_rows} "
+            f"lines read, {self.run.kept} ranked documents of {self.run.queries} "
             f"queries, {self.run.quarantined} lines quarantined."
         )
 
@@ -67,7 +68,7 @@ class TrecInput:
 
 
 def read_run(path: str) -> TrecInput:
-    return TrecInput(read_trec_run(path))
+    return TrecInput(stream_trec_run(path))
 
 
 def trec_output(run: EvaluationRun, trec: TrecInput | None, gain: str) -> list[str]:
