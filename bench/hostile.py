@@ -1,5 +1,7 @@
 """Hostile inputs through `retrieval-pipeline evaluate`, each in a fresh process with its peak
-resident memory: the memory classes of issue 27 (a gzip bomb, one long line, many short bad lines).
+resident memory: the memory classes of issue 27 (a gzip bomb, one long line, many short bad lines)
+and TREC runs of 1M, 4M and 12M lines (issue 32: `evaluate --trec-run`, whose memory grew with
+the file).
 
     python bench/hostile.py [--shapes NAME,...] [--max-rss-gib 6] [--report hostile_<date>.md]
 
@@ -82,12 +84,34 @@ def _short_bad_lines(path: Path, count: int) -> None:
             out.write("x\n" * 1_000_000)
 
 
+def _trec_run(path: Path, lines: int, per_query: int = 100) -> None:
+    """A TREC run of `lines` lines, `per_query` documents to a query, sorted by query as run
+    files usually are (about 40 bytes a line), written a query at a time."""
+    with path.open("w") as out:
+        for query in range(lines // per_query):
+            out.write(
+                "".join(
+                    f"q{query} Q0 d{(query * 7 + rank) % 100_000} {rank} {1000 - rank}.5 bench\n"
+                    for rank in range(1, per_query + 1)
+                )
+            )
+
+
+def _as_traces(path: Path) -> list[str]:
+    return [str(path)]
+
+
+def _as_trec_run(path: Path) -> list[str]:
+    return ["--trec-run", str(path)]
+
+
 @dataclass(frozen=True)
 class Shape:
     name: str
     file: str
     write: Callable[[Path], object]
     what: str
+    arguments: Callable[[Path], list[str]] = _as_traces
 
 
 SHAPES = [
@@ -109,6 +133,12 @@ SHAPES = [
           "one line of 5M retrieved ids (about 54 MB)"),
     Shape("bad_lines_10m", "bad_lines_10m.jsonl", lambda p: _short_bad_lines(p, 10_000_000),
           "a record, then 10M lines `x` (20 MB)"),
+    Shape("trec_run_1m", "trec_run_1m.txt", lambda p: _trec_run(p, 1_000_000),
+          "a TREC run of 1M lines (10,000 queries of 100), --trec-run", _as_trec_run),
+    Shape("trec_run_4m", "trec_run_4m.txt", lambda p: _trec_run(p, 4_000_000),
+          "a TREC run of 4M lines (40,000 queries of 100), --trec-run", _as_trec_run),
+    Shape("trec_run_12m", "trec_run_12m.txt", lambda p: _trec_run(p, 12_000_000),
+          "a TREC run of 12M lines (120,000 queries of 100), --trec-run", _as_trec_run),
 ]  # fmt: skip
 
 
@@ -136,7 +166,7 @@ def measure(names: list[str]) -> list[str]:
     rows = []
     for shape in (s for s in SHAPES if s.name in names):
         path = ensure(shape)
-        proc = run_process([command(), "evaluate", str(path)])
+        proc = run_process([command(), "evaluate", *shape.arguments(path)])
         outcome = "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
         if proc.returncode == 0:
             # the summary's first line (what was read, scored, quarantined) and the first reason

@@ -64,6 +64,8 @@ _RANGE_WORDS = "is out of range (0001-01-01 to 9999-12-31 in UTC)"
 # leaves room for percent-like scales. (From a gap of some 50 grades on, exponential gain makes
 # the lower grade count for nothing next to the higher one anyway.)
 MAX_GRADE = 100
+# The words of the rule, for every reader that applies it (trace records, judgments).
+GRADE_RANGE = f"must be a grade from 0 to {MAX_GRADE}"
 _BOM = "\ufeff"
 _TOO_DEEP = (
     f"JSON nested too deeply to read one record at a time (lists or objects more than about "
@@ -229,8 +231,7 @@ def check_grade(doc_id: str, grade: object) -> float:
         )
     if grade > MAX_GRADE:
         raise RecordError(
-            f"relevance_scores[{_key_text(doc_id)}] must be a grade from 0 to {MAX_GRADE} "
-            f"(got {_json_text(grade)[:40]})",
+            f"relevance_scores[{_key_text(doc_id)}] {GRADE_RANGE} (got {_json_text(grade)[:40]})",
             "relevance_scores",
         )
     return float(grade)

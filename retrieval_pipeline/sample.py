@@ -33,6 +33,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from retrieval_pipeline.text import json_text
+
 MANIFEST_NAME = "sample_manifest.json"
 VARIANTS = ("control", "candidate")
 REGRESSION_SEGMENT = "multi_hop"
@@ -323,7 +325,7 @@ def write_sample_store(
                         record.update(labels)
                         record["label_source"] = source
                         counts["labelled"] += 1
-                    records.append((moment, json.dumps(record)))
+                    records.append((moment, json_text(record, ensure_ascii=True)))
             records.sort(key=lambda item: item[0])
             lines = [line for _, line in records]
             counts["traces"] += len(lines)
@@ -362,7 +364,9 @@ def write_sample_store(
         "totals": totals,
         "injected_regression": regression,
     }
-    (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (out / MANIFEST_NAME).write_text(
+        json_text(manifest, indent=2, ensure_ascii=True) + "\n", encoding="utf-8"
+    )
     return (
         f"wrote a sample trace store to {out}: {days} day(s) {all_days[0]}..{last}, "
         f"{totals['traces']} traces ({totals['labelled']} labelled) over {len(SEGMENTS)} segments "

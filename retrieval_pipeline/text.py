@@ -7,9 +7,10 @@ numbers and trace strings through these, so a value reads the same wherever it i
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 # How a value that is missing, not a number or not finite is shown.
 MISSING = "-"
@@ -25,6 +26,27 @@ def finite(value: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return figure if math.isfinite(figure) else None
+
+
+def json_text(
+    value: object,
+    *,
+    indent: int | None = None,
+    ensure_ascii: bool = False,
+    default: Callable[[object], object] | None = None,
+    separators: tuple[str, str] | None = None,
+) -> str:
+    """`value` as strict JSON (RFC 8259), the one JSON writer of every file and summary the
+    project writes: a NaN or an infinity anywhere raises ValueError (naming no value: the caller
+    must not have one), where `json.dumps` would write `NaN`, which no strict parser reads."""
+    return json.dumps(
+        value,
+        indent=indent,
+        ensure_ascii=ensure_ascii,
+        default=default,
+        separators=separators,
+        allow_nan=False,
+    )
 
 
 def number(value: object, digits: int = 3, signed: bool = False, percent: bool = False) -> str:

@@ -4,7 +4,6 @@ The warehouse (DuckDB, pandas) is imported when the command runs, not when the C
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
@@ -29,6 +28,7 @@ from retrieval_pipeline.cli.options import (
     relevance_level_option,
 )
 from retrieval_pipeline.metrics import DEFAULT_GMAX
+from retrieval_pipeline.text import json_text
 
 if TYPE_CHECKING:
     from retrieval_pipeline.ab.stages import StageGain
@@ -184,9 +184,8 @@ def evaluate(
             judged_only=judged_only,
             spans=reading,
             judgments=list(judgments),
+            left_out_lines=run_input.run.quarantine if run_input is not None else None,
         )
-        if run_input is not None:
-            run = run_input.with_run_lines(run)
         lines = trec_output(run, run_input, gain) if fmt == "trec" else None
         if stages:
             staged = stage_runs(
@@ -213,11 +212,16 @@ def evaluate(
     problems = run.judgment_join.problems() if run.judgment_join is not None else []
     if output is not None:
         write_table(run.per_query, output)
+    dropped = run_input.dropped_words() if run_input is not None else None
+    if dropped is not None:  # on stderr: standard output may be trec_eval's lines
+        click.echo(dropped, err=True)
     if lines is not None:
         click.echo("\n".join(lines))
     elif fmt == "json":
         data = summary(run, run_input, by)
-        click.echo(json.dumps(data | _stages_data(staged) if stages else data, indent=2))
+        click.echo(
+            json_text(data | _stages_data(staged) if stages else data, indent=2, ensure_ascii=True)
+        )
     else:
         text = summary_text(run, run_input, by, quarantine)
         click.echo(text + "\n\n" + _stages_text(staged) if stages else text)
@@ -331,6 +335,7 @@ def summary(
         "unknown_fields": dict(run.ingest.unknown_fields),
         **(trec.counts() if trec is not None else {}),
         "means": run.means(),
+        "means_over": run.means_over(),
         **({"by": {"columns": list(by), "groups": _groups(run, by)}} if by else {}),
     }
 
@@ -359,6 +364,15 @@ def _judged_text(run: EvaluationRun) -> str:
         f"Judged share of the top {k} ({run.judged_metric}, mean over annotated traces): "
         f"{share}; {lists}."
     )
+
+
+def _over_words(values: int, annotated: int) -> str:
+    """What a mean is taken over: the count of its values, and the annotated traces left out."""
+    words = f"{values} annotated traces"
+    missing = annotated - values
+    if missing > 0:
+        words += f" ({missing} more annotated without a value: it could not be computed)"
+    return words
 
 
 def summary_text(
@@ -396,9 +410,10 @@ def summary_text(
         if run.judgment_join is not None:
             lines += run.judgment_join.problems()
     lines += ["", f"{'metric':<16}{'mean':>10}  over"]
+    over = run.means_over()
     for name, mean in run.means().items():
         shown = "-" if mean is None else f"{mean:.4f}"
-        lines.append(f"{name:<16}{shown:>10}  {traces.annotated} annotated traces")
+        lines.append(f"{name:<16}{shown:>10}  {_over_words(over[name], traces.annotated)}")
     if by:
         names = [metric.name for metric in run.metrics]
         lines += ["", f"Means by {', '.join(by)}:", group_table(_groups(run, by), by, names)]

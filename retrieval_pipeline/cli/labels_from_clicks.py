@@ -80,12 +80,18 @@ def labels_from_clicks(
 ) -> None:
     """Debias CLICKS (impression logs: files or folders of .jsonl, .ndjson, .parquet) for
     position and write graded judgments with label_source "clicks"."""
-    from retrieval_pipeline.labels.clicks import ClickLabelOptions
+    from retrieval_pipeline.labels.clicks import ClickLabelError, ClickLabelOptions
     from retrieval_pipeline.labels.command import labels_from_clicks as run
     from retrieval_pipeline.labels.command import summary_lines
 
-    try:
+    try:  # an option out of its range is a usage error (exit 2), told before anything is read
         options = ClickLabelOptions(max_rank, min_impressions, clip, cut_points)
+    except ClickLabelError as exc:  # the ranges are ClickLabelOptions' own, named as options
+        words = str(exc)
+        for name in ("max_rank", "min_impressions", "clip", "cut_points"):
+            words = words.replace(f"{name} must", f"--{name.replace('_', '-')} must")
+        raise click.UsageError(words) from None
+    try:
         result = run(list(clicks), out, propensities_out, options, quarantine)
     except (ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None

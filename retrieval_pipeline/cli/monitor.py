@@ -35,6 +35,7 @@ from retrieval_pipeline.live.tailing import Arrival, FileProgress, read_new_line
 from retrieval_pipeline.metrics import MetricConfigError
 from retrieval_pipeline.records import RecordError, parse_line
 from retrieval_pipeline.segments import segment_label
+from retrieval_pipeline.text import json_text
 
 ALERT_EXIT_CODE = 3
 STATE_FILE_VERSION = 1
@@ -74,7 +75,7 @@ class _Session:
         fired = False
         for event, (kind, data) in zip(events, iter_events(events), strict=True):
             if self.fmt == "json":
-                click.echo(json.dumps({"type": kind, **data}, allow_nan=False))
+                click.echo(json_text({"type": kind, **data}, ensure_ascii=True))
             else:
                 for line in self.text(event):
                     click.echo(line)
@@ -152,7 +153,7 @@ def _save_state(path: Path | None, source: str, session: _Session) -> None:
         "monitor": session.monitor.state(),
     }
     # a crash leaves the old state or the new one
-    write_text_atomically(path, json.dumps(data, allow_nan=False) + "\n")
+    write_text_atomically(path, json_text(data, ensure_ascii=True) + "\n")
 
 
 # --- reading ----------------------------------------------------------------------------------

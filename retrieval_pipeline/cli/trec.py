@@ -8,19 +8,22 @@ the qid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from retrieval_pipeline.ingest.trec import TrecRun, read_trec_run
+from retrieval_pipeline.ingest.trec import TrecRun, stream_trec_run
 from retrieval_pipeline.metrics import Gain, check_gain
 from retrieval_pipeline.reports.trec import trec_eval_lines
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from retrieval_pipeline.store import DayBatches
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
+
+
+# Dropped queries named in the summary; the rest are counted.
+SHOWN_QUERIES = 20
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class TrecInput:
     run: TrecRun
 
     @property
-    def records(self) -> pa.Table:
+    def records(self) -> pa.Table | DayBatches:
         return self.run.records
 
     def counts(self) -> dict[str, object]:
@@ -39,28 +42,33 @@ class TrecInput:
             "run_id": self.run.run_id,
             "run_lines_read": self.run.read,
             "run_lines_quarantined": self.run.quarantined,
-            "run_queries": self.run.records.num_rows,
+            "run_queries": self.run.queries,
+            "run_queries_without_valid_line": list(self.run.dropped),
         }
 
     def words(self) -> str:
         return (
             f"TREC run {self.run.source_file} ({self.run.run_id or 'no tag'}): {self.run.read} "
-            f"lines read, {self.run.kept} ranked documents of {self.run.records.num_rows} "
+            f"lines read, {self.run.kept} ranked documents of {self.run.queries} "
             f"queries, {self.run.quarantined} lines quarantined."
         )
 
-    def with_run_lines(self, run: EvaluationRun) -> EvaluationRun:
-        """`run` with the run file's quarantined lines first in its quarantine."""
-        if not self.run.quarantined:
-            return run
-        lines = self.run.quarantine.to_pandas()
-        lines.insert(2, "trace_id", None)
-        quarantine = pd.concat([lines, run.quarantine], ignore_index=True)
-        return replace(run, quarantine=quarantine)
+    def dropped_words(self) -> str | None:
+        """The queries of the run that are not scored because none of their lines could be read,
+        in one sentence (None when there are none)."""
+        dropped = self.run.dropped
+        if not dropped:
+            return None
+        shown = ", ".join(dropped[:SHOWN_QUERIES]) + (
+            ", ..." if len(dropped) > SHOWN_QUERIES else ""
+        )
+        if len(dropped) == 1:
+            return f"1 query had no valid run line and is not scored: {shown}"
+        return f"{len(dropped)} queries had no valid run line and are not scored: {shown}"
 
 
 def read_run(path: str) -> TrecInput:
-    return TrecInput(read_trec_run(path))
+    return TrecInput(stream_trec_run(path))
 
 
 def trec_output(run: EvaluationRun, trec: TrecInput | None, gain: str) -> list[str]:

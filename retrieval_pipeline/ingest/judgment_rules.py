@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from retrieval_pipeline.ingest.line_stream import SPACE
 from retrieval_pipeline.ingest.line_stream import true_rows as true_rows
-from retrieval_pipeline.records import RecordError
+from retrieval_pipeline.records import GRADE_RANGE, MAX_GRADE, RecordError
 
 # the trace contract's one timestamp rule (the same pattern as sql/macros.sql's iso_timestamp),
 # and its words for a value's JSON type ("an integer", "a list", ...)
@@ -82,8 +82,9 @@ def check_id(value: object, name: str) -> str:
 
 
 def check_grade(value: object, kind: str = "jsonl") -> float:
-    """A grade: a finite number >= 0, given as a number (JSON lines, Parquet) or as its decimal
-    text (qrels, CSV); in qrels a negative grade means judged non-relevant, grade 0."""
+    """A grade: a number from 0 to `records.MAX_GRADE` (the trace records' range, which says why),
+    given as a number (JSON lines, Parquet) or as its decimal text (qrels, CSV); in qrels a
+    negative grade means judged non-relevant, grade 0."""
     if value is None or (isinstance(value, str) and not value.strip(SPACE)):
         raise Bad("grade", "missing field grade")
     if isinstance(value, str) and kind not in TEXT_FORMATS:
@@ -113,6 +114,8 @@ def check_grade(value: object, kind: str = "jsonl") -> float:
         if kind == "qrels":
             return 0.0
         raise Bad("grade", f"grade must be >= 0 (got {_shown(value)})")
+    if number > MAX_GRADE:
+        raise Bad("grade", f"grade {GRADE_RANGE} (got {_shown(value)})")
     return number + 0.0  # -0.0 reads 0.0
 
 
@@ -244,7 +247,8 @@ def _grades(array: pa.Array | None, n: int, kind: str) -> tuple[pa.Array, pa.Arr
     else:
         return pa.nulls(n, pa.float64()), pa.repeat(pa.scalar(False), n)
     finite = pc.fill_null(pc.is_finite(values), False)
-    ok = pc.and_(ok, finite)
+    in_range = pc.fill_null(pc.less_equal(values, MAX_GRADE), False)
+    ok = pc.and_(ok, pc.and_(finite, in_range))
     negative = pc.fill_null(pc.less(values, 0), False)
     if kind == "qrels":
         values = pc.if_else(negative, 0.0, values)

@@ -13,10 +13,11 @@ The contract (shared with the writers of click-derived labels, which use the sam
   (`form_res_rels.c` counts only `rel >= 0` towards the relevant set and gives gain only to
   `rel > 0`).
 - CSV (with a header row), JSON lines (one object per line) or Parquet, with the columns
-  `query_id`, `doc_id`, `grade` (a finite number >= 0: a number in JSON lines and Parquet, its
-  decimal text in CSV), optional `judged_at` (an ISO 8601 timestamp by the trace contract's rule,
-  no offset meaning UTC; in Parquet also a timestamp or date column) and optional `label_source`
-  (a string; `judgments` when absent or empty). Other columns (`estimate`, `impressions`, ...)
+  `query_id`, `doc_id`, `grade` (a number from 0 to `records.MAX_GRADE`, 100, the trace records'
+  range: a number in JSON lines and Parquet, its decimal text in CSV), optional `judged_at` (an
+  ISO 8601 timestamp by the trace contract's rule, no offset meaning UTC; in Parquet also a
+  timestamp or date column) and optional `label_source` (a string; `judgments` when absent or
+  empty). Other columns (`estimate`, `impressions`, ...)
   are ignored. Ids are non-empty strings or integers (read as their decimal text). An empty CSV
   cell is a missing value.
 
@@ -28,7 +29,8 @@ qrels. In a folder only files with the names above are read (a README beside the
 names (`.x`, `_x`) left out, in path order.
 
 Every line read is kept or quarantined with its file, line (Parquet: row) and reason: a missing
-field, an empty id, a grade that is not a number, not finite or negative, a `judged_at` that is
+field, an empty id, a grade that is not a number, not finite, negative or above
+`records.MAX_GRADE` (in qrels too: a gain of 2^1024 makes nDCG inf / inf), a `judged_at` that is
 not a timestamp, a qrels line without exactly four fields, malformed JSON or CSV, invalid UTF-8.
 Blank lines, comments and the CSV header are not records (`skipped`). A file that cannot be read
 at all (a CSV or Parquet file without a required column, a store that cannot be reached) raises.

@@ -15,14 +15,17 @@ weighted least-squares fit of log p_k - log p_k' to the logs of the ratios, each
 inverse of its approximate variance (the delta method, clicks taken as Poisson counts). A rank
 with no chain of such pairs to rank 1 has no estimate, and its impressions are not used.
 
+A fitted propensity too large for a double (a chain of extreme ratios) has no estimate either.
+
 Labels: for each (q, d), the inverse-propensity-weighted click rate (Joachims, Swaminathan and
 Schnabel, WSDM 2017) estimate = sum of clicks / max(p_k, clip) over its impressions / the number
 of its impressions: the rate at which d would be clicked were it shown at rank 1. Propensities
 below `clip` are raised to it, which bounds every weight by 1 / clip at the cost of a downward
-bias at those ranks. The effective number of impressions is Kish's (sum w)^2 / sum w^2 over the
-impressions' weights. Pairs with fewer than `min_impressions` impressions are left unjudged (no
-label at all, not grade 0); the others get grade = the number of `cut_points` at or below the
-estimate (0..3).
+bias at those ranks; `clip` is at least MIN_CLIP (1e-6), so that no weight, sum or square of
+them overflows and every output is finite. The effective number of impressions is Kish's
+(sum w)^2 / sum w^2 over the impressions' weights. Pairs with fewer than `min_impressions`
+impressions are left unjudged (no label at all, not grade 0); the others get grade = the number
+of `cut_points` at or below the estimate (0..3).
 
 Memory: one row of counts per (query, document) pair, `max_rank` impressions and clicks each;
 not one per impression.
@@ -45,6 +48,10 @@ LABEL_SOURCE = "clicks"
 DEFAULT_MAX_RANK = 10
 DEFAULT_MIN_IMPRESSIONS = 20
 DEFAULT_CLIP = 0.1
+# The smallest clip: weights are at most 1 / clip, so one click counts as at most a million
+# unclipped ones. Far below it a weight's square, in the effective impressions, overflows a double
+# (1 / clip^2 past 1.8e308 from clip 7.5e-155 down) and the labels file would hold NaN.
+MIN_CLIP = 1e-6
 DEFAULT_CUT_POINTS = (0.1, 0.25, 0.5)
 MAX_RANK_LIMIT = 100
 
@@ -82,8 +89,8 @@ class ClickLabelOptions:
             problems.append(f"max_rank must be an integer in 2..{MAX_RANK_LIMIT}")
         if not _is_int(self.min_impressions) or self.min_impressions < 1:
             problems.append("min_impressions must be an integer >= 1")
-        if not _is_number(self.clip) or not 0 < self.clip <= 1:
-            problems.append("clip must be a number in (0, 1]")
+        if not _is_number(self.clip) or not MIN_CLIP <= self.clip <= 1:
+            problems.append(f"clip must be a number in [{MIN_CLIP:g}, 1]")
         cuts = tuple(self.cut_points)
         if (
             len(cuts) != 3
@@ -271,8 +278,12 @@ def _fit_log_propensities(ranks: int, rank_pairs: Sequence[RankPair]) -> dict[in
         target[i] = scale * math.log(rp.ratio)  # type: ignore[arg-type]
     solution = np.linalg.lstsq(design, target, rcond=None)[0]
     for rank, log_p in zip(unknowns, solution, strict=True):
-        values[rank] = float(math.exp(log_p))
+        # a chain of extreme ratios can fit a propensity past a double (e^710): no estimate
+        values[rank] = float(math.exp(log_p)) if log_p < _MAX_LOG else None
     return values
+
+
+_MAX_LOG = math.log(np.finfo(np.float64).max)
 
 
 @dataclass(frozen=True)
@@ -299,9 +310,16 @@ def click_labels(
     shown = n.sum(axis=1)
     weighted = (clicks * weight).sum(axis=1)
     estimate = np.divide(weighted, shown, out=np.zeros(len(shown)), where=shown > 0)
+    # Kish's ratio is the same for weights scaled by any factor: scaled by each pair's largest
+    # weight (1 at that rank, so the denominator is >= 1), neither the squares of tiny weights
+    # (a propensity of 1e300) underflow to 0 / 0 nor those of large ones overflow
+    largest = np.where(n > 0, weight, 0.0).max(axis=1, initial=0.0)
+    scaled = np.divide(
+        weight, largest[:, None], out=np.zeros(n.shape), where=(n > 0) & (largest[:, None] > 0)
+    )
     ess = np.divide(
-        (n * weight).sum(axis=1) ** 2,
-        (n * weight**2).sum(axis=1),
+        (n * scaled).sum(axis=1) ** 2,
+        (n * scaled**2).sum(axis=1),
         out=np.zeros(len(shown)),
         where=shown > 0,
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from retrieval_pipeline.labels.impressions import (
     QuarantinedImpression,
     read_impressions,
 )
-from retrieval_pipeline.text import number
+from retrieval_pipeline.text import json_text, number
 
 JUDGMENT_SUFFIXES = (".jsonl", ".ndjson", ".parquet", ".csv")
 # Quarantined records kept in memory for the summary; the quarantine file holds them all.
@@ -102,7 +101,7 @@ def labels_from_clicks(
     write_atomically(
         {
             out: judgments_bytes(labels.judgments, out),
-            propensities_out: json.dumps(document, indent=2) + "\n",
+            propensities_out: json_text(document, indent=2, ensure_ascii=True) + "\n",
         }
     )
     return ClickLabelsRun(
@@ -136,7 +135,7 @@ def judgments_bytes(table: pa.Table, path: Path) -> bytes:
         writer.writeheader()
         writer.writerows(rows)
         return text.getvalue().encode("utf-8")
-    lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    lines = (json_text(row) + "\n" for row in rows)
     return "".join(lines).encode("utf-8")
 
 
@@ -159,7 +158,7 @@ class _QuarantineFile:
             "reason": record.reason,
             "raw_record": record.raw_record,
         }
-        self.handle.write(json.dumps(fields, ensure_ascii=False) + "\n")
+        self.handle.write(json_text(fields) + "\n")
 
     def finish(self) -> None:
         self.handle.flush()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from retrieval_pipeline.live.rules import MonitorConfigError
 from retrieval_pipeline.store import TraceStoreError
+from retrieval_pipeline.text import json_text
 
 if TYPE_CHECKING:
     from retrieval_pipeline.store import TraceStore
@@ -217,7 +218,7 @@ class StoreCursor:
     bad_records: int = 0
 
     def to_json(self) -> str:
-        return json.dumps(
+        return json_text(
             {
                 "version": CURSOR_VERSION,
                 "start_day": self.start_day.isoformat() if self.start_day else None,
@@ -227,7 +228,7 @@ class StoreCursor:
                 "bad_records": self.bad_records,
             },
             separators=(",", ":"),
-            allow_nan=False,
+            ensure_ascii=True,
         )
 
     @classmethod

@@ -11,7 +11,6 @@ reads the JSON back. Trace strings are escaped with `html.escape` in HTML and wi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
@@ -40,7 +39,14 @@ from retrieval_pipeline.reports.html import (
 )
 from retrieval_pipeline.reports.trend_chart import trend_section
 from retrieval_pipeline.segments import segment_label
-from retrieval_pipeline.text import MISSING, escape_markdown, markdown_table, number, pvalue
+from retrieval_pipeline.text import (
+    MISSING,
+    escape_markdown,
+    json_text,
+    markdown_table,
+    number,
+    pvalue,
+)
 
 REPORT_SUFFIXES = (".html", ".md", ".json")
 REPORT_STEM = "variant_comparison"
@@ -320,7 +326,7 @@ def comparison_markdown(comparison: Comparison, note: str | None = None) -> str:
 def comparison_json(comparison: Comparison) -> str:
     """The comparison as JSON (strings as they are in the data; undefined numbers null)."""
     document = comparison.to_dict() | {"judged_warnings": judged.comparison_warnings(comparison)}
-    return json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    return json_text(document, indent=2) + "\n"
 
 
 def report_format(path: Path) -> str:
@@ -377,7 +383,7 @@ def write_reports(
         )
         page = comparison_html(result.comparison, title, note, [trend_html])
         markdown = comparison_markdown(result.comparison, note)
-    text = json.dumps(result.to_dict(), indent=2, allow_nan=False, ensure_ascii=False)
+    text = json_text(result.to_dict(), indent=2)
     write_atomically({html_path: page, md_path: markdown, json_path: text + "\n"})
     return paths
 

@@ -8,7 +8,6 @@ before they enter Markdown.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from retrieval_pipeline.gate import Miss, misses_of, report_order, window_text
 from retrieval_pipeline.reports import judged
 from retrieval_pipeline.reports.stages import StageRows, stages_dict, stages_markdown
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
-from retrieval_pipeline.text import MISSING, escape_markdown, markdown_table, number
+from retrieval_pipeline.text import MISSING, escape_markdown, json_text, markdown_table, number
 
 
 def _is_number(value: object) -> bool:
@@ -256,7 +255,7 @@ class RegressionReport:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+        return json_text(self.to_dict(), indent=2, ensure_ascii=True) + "\n"
 
     def labelled_by_judgments(self) -> str | None:
         """How the day's annotated traces were labelled, in words (over every variant), when

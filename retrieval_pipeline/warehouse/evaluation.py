@@ -85,12 +85,19 @@ class EvaluationRun:
         return float(values.mean()) if values is not None and len(values) else None
 
     def means(self) -> dict[str, float | None]:
-        """Mean of each metric over annotated traces (None when no trace is annotated)."""
+        """Mean of each metric over its values (None when it has none)."""
         out: dict[str, float | None] = {}
         for metric in self.metrics:
             column = self.per_query[metric.name].dropna()
             out[metric.name] = float(column.mean()) if len(column) else None
         return out
+
+    def means_over(self) -> dict[str, int]:
+        """How many values each mean of `means` is taken over: the annotated traces with a value
+        of the metric. A mean is never told over traces whose values are missing."""
+        return {
+            metric.name: int(self.per_query[metric.name].notna().sum()) for metric in self.metrics
+        }
 
 
 def run_evaluation(
@@ -107,6 +114,7 @@ def run_evaluation(
     spans: SpanReading | None = None,
     judgments: Sequence[str | Path] = (),
     settings: S3Settings | None = None,
+    left_out_lines: pa.Table | None = None,
 ) -> EvaluationRun:
     """Validate, filter stale labels and score `traces` (paths or `s3://` URLs, a DataFrame or an
     Arrow table); each rbp@P is reported with its residual; `judged_only` scores condensed lists;
@@ -117,7 +125,8 @@ def run_evaluation(
     Quarantined records (and judgment lines that could not be read) are kept in
     `EvaluationRun.quarantine` all (`quarantine_rows` None) or the first `quarantine_rows`, and
     written to `quarantine_file` (Parquet, CSV or JSON lines) a batch at a time: ten million bad
-    lines are not held in memory at once."""
+    lines are not held in memory at once. `left_out_lines` (ingest.line_stream.QUARANTINE_SCHEMA:
+    the lines of a TREC run that could not be read) come first in both."""
     parsed = with_residuals(_metrics(metrics))
     checked_gain = check_gain(gain)
     level = check_relevance_level(relevance_level)
@@ -146,8 +155,11 @@ def run_evaluation(
                 spans=spans,
                 keep_retrieved_ids=bool(judgments),
             )
+            if left_out_lines is not None and left_out_lines.num_rows:
+                run = replace(run, quarantine=_lines_first(left_out_lines, run.quarantine))
             if quarantine_file is not None:
-                write_batches(_quarantine_batches(conn, bool(judgments)), quarantine_file)
+                batches = _quarantine_batches(conn, bool(judgments), left_out_lines)
+                write_batches(batches, quarantine_file)
             if not judgments:
                 return run
             start, end = ALL_DATES
@@ -234,17 +246,31 @@ def _with_judgment_rejects(
     return pd.concat([quarantine, rejects], ignore_index=True) if len(quarantine) else rejects
 
 
+def _as_quarantined_records(lines: pa.Table) -> pa.Table:
+    """Lines left out (QUARANTINE_SCHEMA) shaped as quarantined records: no trace_id."""
+    return lines.add_column(2, "trace_id", pa.nulls(lines.num_rows, pa.string()))
+
+
+def _lines_first(lines: pa.Table, quarantine: pd.DataFrame) -> pd.DataFrame:
+    """The quarantine shown in a summary, `lines` first (all of them: they are few, read whole)."""
+    shaped = _as_quarantined_records(lines).to_pandas()
+    return pd.concat([shaped, quarantine], ignore_index=True) if len(quarantine) else shaped
+
+
 def _quarantine_batches(
-    conn: duckdb.DuckDBPyConnection, with_judgments: bool
+    conn: duckdb.DuckDBPyConnection, with_judgments: bool, lines: pa.Table | None = None
 ) -> pa.RecordBatchReader:
-    """Every quarantined record, then every judgment line that could not be read, a batch at a
-    time (each statement runs once the one before is read: one connection, one result)."""
+    """`lines` left out before ingestion (a TREC run's), every quarantined record, then every
+    judgment line that could not be read, a batch at a time (each statement runs once the one
+    before is read: one connection, one result)."""
     every = {"max_rows": _EVERY_ROW}
     records = conn.sql(load_sql("rpt_quarantined_records"), params=every)
     first = records.to_arrow_reader(_QUARANTINE_BATCH_ROWS)
     schema = first.schema
 
     def batches() -> Iterator[pa.RecordBatch]:
+        if lines is not None and lines.num_rows:
+            yield from _as_quarantined_records(lines).cast(schema).to_batches()
         yield from first
         if with_judgments:
             rejects = conn.sql(load_sql("rpt_judgment_rejects"), params=every)

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
 from retrieval_pipeline.shards import MANIFEST, DayFile, filesystem
+from retrieval_pipeline.text import json_text
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
@@ -145,7 +146,7 @@ def run_shard(
         "rows": rows,
     }
     with fs.open_output_stream(f"{base}/{MANIFEST}") as out:  # last: the shard is complete
-        out.write(json.dumps(manifest, indent=2).encode())
+        out.write(json_text(manifest, indent=2).encode())
     return manifest
 
 

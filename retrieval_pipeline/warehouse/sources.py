@@ -114,14 +114,16 @@ def _table_pieces(conn: duckdb.DuckDBPyConnection, rows: pa.Table) -> Iterator[R
 
 
 def _batch_pieces(conn: duckdb.DuckDBPyConnection, source: DayBatches) -> Iterator[RawPiece]:
-    """Record batches (a Delta table's day) gathered into pieces of ROWS_PER_PIECE rows, their
-    rows numbered from 1 across the day."""
+    """Record batches (a Delta table's day, a TREC run's queries) gathered into pieces of
+    ROWS_PER_PIECE rows or jsonl.PIECE_BYTES of Arrow data, whichever comes first (a run's
+    record holds a whole query's documents), their rows numbered from 1 across the source."""
     with _converter(conn) as converter:
         held: list[pa.RecordBatch] = []
         first_row = 1
         for batch in source.batches():
             held.append(batch)
-            if sum(b.num_rows for b in held) >= ROWS_PER_PIECE:
+            count = sum(b.num_rows for b in held)
+            if count >= ROWS_PER_PIECE or sum(b.nbytes for b in held) >= jsonl.PIECE_BYTES:
                 rows = pa.Table.from_batches(held)
                 yield rows_as_raw(converter, rows, source.description, 0, first_row)
                 first_row += rows.num_rows

@@ -200,3 +200,49 @@ def test_the_summary_says_how_traces_were_labelled(fmt: str) -> None:
     else:
         assert "Labelled by their own labels: 0 traces; by the judgments: 3;" in out
         assert "1500 lines read, 1500 ranked documents of 3 queries" in out
+
+
+def test_bad_run_lines_reach_the_quarantine_file_and_dropped_queries_are_named(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: `--quarantine` was 0 bytes for a TREC run with bad lines, and a query whose
+    lines were all bad dropped out of `--output-format trec` without a word."""
+    run = tmp_path / "run.txt"
+    run.write_text(
+        "q1 Q0 d1 1 2.0 tag\n"  # 1
+        "q1 Q0 d2 2 abc tag\n"  # 2: score not a number
+        "q7 Q0 d1 1 nan tag\n"  # 3: q7's only lines are bad
+        "q7 Q0 d2\n"  # 4: three fields
+        "q9 Q0 d1 1 inf tag\n"  # 5: q9 too
+        "q1 Q0 d1 3 1.0 tag\n"  # 6: d1 already ranked for q1
+    )
+    qrels = tmp_path / "set.qrels"
+    qrels.write_text("q1 0 d1 1\nq7 0 d1 1\nq9 0 d1 1\n")
+    quarantine = tmp_path / "bad.jsonl"
+    args = ["evaluate", "--trec-run", str(run), "--judgments", str(qrels), "--metrics", "map"]
+    result = CliRunner().invoke(
+        main, [*args, "--output-format", "trec", "--quarantine", str(quarantine)]
+    )
+    assert result.exit_code == 0, result.output
+    # q1 alone is scored: AP 1 (its one relevant document first)
+    assert result.stdout.splitlines() == [
+        "map                   \tq1\t1.0000",
+        "runid                 \tall\ttag",
+        "num_q                 \tall\t1",
+        "map                   \tall\t1.0000",
+    ]
+    assert result.stderr.splitlines() == [
+        "2 queries had no valid run line and are not scored: q7, q9"
+    ]
+    rows = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    fields = "a run line is `qid Q0 docno rank score tag` (6 fields)"
+    assert [(r["source_file"], r["source_line"], r["trace_id"], r["reason"]) for r in rows] == [
+        (str(run), 2, None, "score is not a number (got 'abc')"),
+        (str(run), 3, None, "score is not finite (got 'nan')"),
+        (str(run), 4, None, f"has 3 fields; {fields}"),
+        (str(run), 5, None, "score is not finite (got 'inf')"),
+        (str(run), 6, None, "document d1 is already ranked for query q1 (line 1)"),
+    ]
+    summary = json.loads(CliRunner().invoke(main, [*args, "--format", "json"]).stdout)
+    assert summary["run_lines_quarantined"] == 5
+    assert summary["run_queries_without_valid_line"] == ["q7", "q9"]

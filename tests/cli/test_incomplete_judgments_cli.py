@@ -107,6 +107,21 @@ def test_labels_from_clicks_command(tmp_path: Path) -> None:
     assert set(table["label_source"]) == {"clicks"} and len(table) == 6 * 10
     assert json.loads(props.read_text())["propensities"]["1"] == 1.0
     bad = CliRunner().invoke(main, [*args, "--cut-points", "0.5,0.1"])
-    assert bad.exit_code == 1 and "cut_points must be three increasing numbers" in bad.output
+    assert bad.exit_code == 2 and "--cut-points must be three increasing numbers" in bad.output
+
+
+@pytest.mark.parametrize("clip", ["1e-300", "5e-324", "0", "1.5", "nan"])
+def test_labels_from_clicks_refuses_a_clip_that_could_overflow(tmp_path: Path, clip: str) -> None:
+    """Issue 32: `--clip 1e-300` over a long rank chain wrote NaN (weights of 1e300 squared).
+    Refused now before anything is read or written, in one line naming the option and its range."""
+    source = tmp_path / "clicks.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in simulate(seed=3, n_queries=1).records))
+    out, props = tmp_path / "judgments.jsonl", tmp_path / "PROPENSITIES.json"
+    args = ["labels-from-clicks", str(source), "--out", str(out), "--propensities-out", str(props)]
+    result = CliRunner().invoke(main, [*args, "--clip", clip])
+    assert result.exit_code == 2
+    error = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and "--clip must be a number in [1e-06, 1]" in error[0], result.output
+    assert not out.exists() and not props.exists()
     bad = CliRunner().invoke(main, [*args, "--cut-points", "a,b,c"])
     assert bad.exit_code == 2 and "three comma-separated numbers" in bad.output

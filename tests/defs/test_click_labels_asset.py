@@ -10,8 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 import pytest
+from pydantic import ValidationError
 
-from retrieval_pipeline.config import PipelineConfig
+from retrieval_pipeline.config import ClickLabelsConfig, PipelineConfig
 from retrieval_pipeline.defs import build_defs
 from retrieval_pipeline.defs.nightly.click_labels import click_labels
 from retrieval_pipeline.defs.resources import (
@@ -19,7 +20,7 @@ from retrieval_pipeline.defs.resources import (
     TraceStoreResource,
     WarehouseResource,
 )
-from retrieval_pipeline.labels.clicks import ClickLabelOptions
+from retrieval_pipeline.labels.clicks import MIN_CLIP, ClickLabelError, ClickLabelOptions
 from retrieval_pipeline.labels.command import labels_from_clicks
 from retrieval_pipeline.store import LocalTraceStore
 from tests.labels.click_simulation import simulate
@@ -96,6 +97,12 @@ def test_the_defaults_are_the_labelling_defaults() -> None:
         options.clip,
     )
     assert section.cut_points == options.cut_points
+    # the smallest clip too (issue 32: below it the labels file would hold NaN)
+    assert ClickLabelsConfig(clip=MIN_CLIP).clip == ClickLabelOptions(clip=MIN_CLIP).clip
+    with pytest.raises(ValidationError):
+        ClickLabelsConfig(clip=MIN_CLIP / 2)
+    with pytest.raises(ClickLabelError):
+        ClickLabelOptions(clip=MIN_CLIP / 2)
 
 
 def test_a_store_without_click_logs_gives_no_files(tmp_path: Path) -> None:

@@ -248,8 +248,9 @@ def test_formats_by_name_by_content_and_folders(tmp_path: Path) -> None:
 
 TEXT_VALUES = st.one_of(
     st.none(),
-    st.sampled_from(["", " ", "0", "1", "-1", "2.5", "+3", ".5", "1e3", "1e400", "nan", "inf",
-                     "x", "1_0", " 7 ", "2026-11-30T10:00:00Z", "2026-11-30", "24:00", "q"]),
+    st.sampled_from(["", " ", "0", "1", "-1", "2.5", "+3", ".5", "1e3", "100", "100.5", "1e400",
+                     "nan", "inf", "x", "1_0", " 7 ", "2026-11-30T10:00:00Z", "2026-11-30",
+                     "24:00", "q"]),
     st.text(max_size=6),
 )  # fmt: skip
 
@@ -276,3 +277,33 @@ def test_column_wise_and_record_wise_rules_agree(
     assert checked.kept["source_line"].to_pylist() == [i + 1 for i in kept_rows]
     for i, row in enumerate(rows):
         assert (judgment_reason(row, kind) is None) == (i not in refused), row
+
+
+def test_grades_past_the_trace_records_range_are_quarantined_in_every_format(
+    tmp_path: Path,
+) -> None:
+    """A grade of 1024 is a gain of 2^1024 - 1 (infinite) and nDCG inf / inf: the judgments take
+    the trace records' range, 0 to records.MAX_GRADE (100), in every format."""
+    (tmp_path / "a.qrels").write_text("q 0 d1 100\nq 0 d2 1024\nq 0 d3 1e300\n")
+    (tmp_path / "b.csv").write_text("query_id,doc_id,grade\nq,d4,100.5\nq,d5,0\n")
+    (tmp_path / "c.jsonl").write_text(
+        '{"query_id": "q", "doc_id": "d6", "grade": 1e300}\n'
+        '{"query_id": "q", "doc_id": "d7", "grade": 1024}\n'
+    )
+    pq.write_table(
+        pa.table({"query_id": ["q", "q"], "doc_id": ["d8", "d9"], "grade": [101, 3]}),
+        tmp_path / "d.parquet",
+    )
+    j = read_judgments(tmp_path)
+    _counts_add_up(j)
+    assert grades_by_query(j.table) == {"q": {"d1": 100.0, "d5": 0.0, "d9": 3.0}}
+    rule = "grade must be a grade from 0 to 100"
+    q = j.quarantine.to_pydict()
+    assert list(zip(q["source_file"], q["source_line"], q["field"], q["reason"], strict=True)) == [
+        (str(tmp_path / "a.qrels"), 2, "grade", f'{rule} (got "1024")'),
+        (str(tmp_path / "a.qrels"), 3, "grade", f'{rule} (got "1e300")'),
+        (str(tmp_path / "b.csv"), 2, "grade", f'{rule} (got "100.5")'),
+        (str(tmp_path / "c.jsonl"), 1, "grade", f'{rule} (got "1e+300")'),
+        (str(tmp_path / "c.jsonl"), 2, "grade", f'{rule} (got "1024")'),
+        (str(tmp_path / "d.parquet"), 1, "grade", f'{rule} (got "101")'),
+    ]

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from retrieval_pipeline.ingest.trec import TRACE_SCHEMA, TrecRun, TrecRunError, read_trec_run
+from retrieval_pipeline.ingest import trec
+from retrieval_pipeline.ingest.trec import (
+    TRACE_SCHEMA,
+    TrecRun,
+    TrecRunError,
+    read_trec_run,
+    stream_trec_run,
+)
+from retrieval_pipeline.store import DayBatches
 
 TREC_EVAL = Path(__file__).resolve().parents[1] / "data" / "trec_eval"
 WHEN = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -33,8 +41,8 @@ def test_ties_are_broken_by_docno_descending_and_the_rank_column_is_ignored(tmp_
     run = read_trec_run(path, served_at=WHEN)
     _counts_add_up(run)
     assert run.ranked() == {"q0": ["x", "X"], "q1": ["dZ", "dC", "dB", "dA", "dY"]}
-    assert run.records.schema == TRACE_SCHEMA
-    assert run.records.to_pylist()[0] == {
+    assert run.table().schema == TRACE_SCHEMA
+    assert run.table().to_pylist()[0] == {
         "trace_id": "q0",
         "query_id": "q0",
         "timestamp": "2026-11-30T12:00:00.000000Z",
@@ -73,7 +81,7 @@ def test_bad_lines_are_quarantined_and_the_rest_is_read(tmp_path: Path) -> None:
     assert set(quarantine["source_file"]) == {str(path)}
     assert quarantine["raw_record"][0] == "q1 Q0 d2 2 2.0"
     # the variant is the tag of the query's first line; the run id that of the file's last line
-    assert run.records["variant"].to_pylist() == ["a", "b"]
+    assert run.table()["variant"].to_pylist() == ["a", "b"]
     assert run.run_id == "b"
 
 
@@ -98,7 +106,7 @@ def test_served_at_defaults_to_the_files_modification_time(tmp_path: Path) -> No
     path = tmp_path / "run.txt"
     path.write_text("q Q0 d 1 1 t\n")
     os.utime(path, (WHEN.timestamp(), WHEN.timestamp()))
-    assert read_trec_run(path).records["timestamp"].to_pylist() == ["2026-11-30T12:00:00.000000Z"]
+    assert read_trec_run(path).table()["timestamp"].to_pylist() == ["2026-11-30T12:00:00.000000Z"]
 
 
 def test_a_folder_or_an_empty_file(tmp_path: Path) -> None:
@@ -106,4 +114,62 @@ def test_a_folder_or_an_empty_file(tmp_path: Path) -> None:
         read_trec_run(tmp_path)
     (tmp_path / "empty.txt").write_text("")
     empty = read_trec_run(tmp_path / "empty.txt", served_at=WHEN)
-    assert (empty.read, empty.records.num_rows, empty.run_id) == (0, 0, None)
+    assert (empty.read, empty.table().num_rows, empty.run_id) == (0, 0, None)
+
+
+def _generated_run(path: Path, queries: int, per_query: int, grouped: bool = True) -> Path:
+    """A run with ties, a repeated document and bad lines; grouped by query unless `grouped` is
+    false (then every query's last line comes at the end)."""
+    lines: list[str] = []
+    tail: list[str] = []
+    for q in range(queries):
+        for rank in range(per_query):
+            score = float(per_query - rank) // 2  # pairs of equal scores: docno breaks the tie
+            line = f"q{q} Q0 d{(q * 3 + rank) % 50} {rank} {score} tag{q % 3}"
+            (tail if not grouped and rank == per_query - 1 else lines).append(line)
+        lines.append(f"q{q} Q0 d{q * 3 % 50} 99 7.0 tag")  # a repeat of the first document
+        lines.append(f"q{q} Q0 dx 1 abc tag")  # score not a number
+    lines.append("qbad Q0 d1 1 nan tag")  # a query with no valid line
+    path.write_text("\n".join(lines + tail) + "\n")
+    return path
+
+
+def _sorted_rows(run: TrecRun) -> list[dict[str, object]]:
+    return sorted(run.table().to_pylist(), key=lambda row: str(row["query_id"]))
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_a_streamed_run_equals_the_run_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grouped: bool
+) -> None:
+    """`stream_trec_run` (two passes, whole queries at a time) gives the records, quarantine and
+    counts of `read_trec_run`; a run whose queries are not grouped is read whole."""
+    path = _generated_run(tmp_path / "run.txt", queries=40, per_query=30, grouped=grouped)
+    monkeypatch.setattr(trec, "GROUP_LINES", 100)  # many batches of whole queries
+    whole, streamed = read_trec_run(path, served_at=WHEN), stream_trec_run(path, served_at=WHEN)
+    _counts_add_up(whole)
+    assert isinstance(streamed.records, DayBatches) is grouped
+    assert _sorted_rows(streamed) == _sorted_rows(whole)
+    assert streamed.quarantine.equals(whole.quarantine)
+    counts = ("read", "kept", "quarantined", "skipped", "queries", "run_id", "dropped")
+    assert [getattr(streamed, name) for name in counts] == [getattr(whole, name) for name in counts]
+    assert (whole.queries, whole.quarantined, whole.dropped) == (40, 40 * 2 + 1, ("qbad",))
+
+
+def test_a_streamed_run_is_made_records_in_bounded_batches_of_whole_queries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch holds whole queries of about GROUP_LINES lines: never the whole file."""
+    path = _generated_run(tmp_path / "run.txt", queries=200, per_query=25)
+    monkeypatch.setattr(trec, "GROUP_LINES", 120)
+    monkeypatch.setattr(trec, "READ_BYTES", 512)  # blocks of about 20 lines
+    run = stream_trec_run(path, served_at=WHEN)
+    assert isinstance(run.records, DayBatches)
+    batches = list(run.records.batches())
+    documents = [sum(map(len, b.column("retrieved_ids").to_pylist())) for b in batches]
+    queries = [q for b in batches for q in b.column("query_id").to_pylist()]
+    assert len(queries) == len(set(queries)) == 200  # each query once, whole
+    # a batch is cut once GROUP_LINES lines are held, at the last query's start: at most
+    # GROUP_LINES, a block of lines (512 bytes, lines of 20 bytes or more) and a query's 27 lines
+    assert max(documents) <= 120 + 512 // 20 + 27
+    assert len(batches) > 20 and sum(documents) == 200 * 25

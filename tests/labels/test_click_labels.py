@@ -4,6 +4,7 @@ position-biased logs with known propensities and relevance (tests/labels/click_s
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from retrieval_pipeline.labels.clicks import (
+    MIN_CLIP,
     ClickLabelError,
     ClickLabelOptions,
     ClickTable,
@@ -20,10 +22,12 @@ from retrieval_pipeline.labels.clicks import (
 )
 from retrieval_pipeline.labels.command import (
     LabelsOutputError,
+    judgments_bytes,
     labels_from_clicks,
     summary_lines,
 )
 from retrieval_pipeline.labels.impressions import Impression
+from retrieval_pipeline.text import json_text
 from tests.labels.click_simulation import PROPENSITIES, simulate
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
@@ -170,8 +174,9 @@ def test_output_kinds_follow_the_name(tmp_path: Path) -> None:
     [
         ({"max_rank": 1}, "max_rank must be an integer in 2..100"),
         ({"min_impressions": 0}, "min_impressions must be an integer >= 1"),
-        ({"clip": 0.0}, "clip must be a number in (0, 1]"),
-        ({"clip": float("nan")}, "clip must be a number in (0, 1]"),
+        ({"clip": 0.0}, "clip must be a number in [1e-06, 1]"),
+        ({"clip": 1e-300}, "clip must be a number in [1e-06, 1]"),
+        ({"clip": float("nan")}, "clip must be a number in [1e-06, 1]"),
         ({"cut_points": (0.5, 0.25, 0.1)}, "cut_points must be three increasing numbers"),
         ({"cut_points": (0.1, 0.2)}, "cut_points must be three increasing numbers"),
     ],
@@ -180,3 +185,75 @@ def test_bad_options_are_named(options: dict, words: str) -> None:
     with pytest.raises(ClickLabelError) as error:
         ClickLabelOptions(**options)
     assert words in str(error.value)
+
+
+def test_min_impressions_is_reached_at_exactly_min_impressions() -> None:
+    """A pair with exactly `min_impressions` impressions is labelled; one with one fewer is not."""
+    table = ClickTable(max_rank=2)
+    table.add_all(pages("q", ["a"], clicks(5, 2, "a")))  # 5 impressions at rank 1
+    table.add_all(pages("q", ["b"], clicks(4, 2, "b")))  # 4
+    options = ClickLabelOptions(max_rank=2, min_impressions=5)
+    labels = click_labels(table, estimate_propensities(table), options)
+    assert labels.judgments.select(["doc_id", "impressions", "estimate"]).to_pylist() == [
+        {"doc_id": "a", "impressions": 5, "estimate": 2 / 5}
+    ]
+    assert (labels.pairs, labels.unjudged) == (2, 1)
+
+
+def _chain_table(max_rank: int, shown: int, clicked_high: int, clicked_low: int) -> ClickTable:
+    """Document k shown `shown` times at rank k (clicked `clicked_high` times) and at rank k + 1
+    (clicked `clicked_low` times), for every rank: a chain of one extreme ratio per rank pair.
+    Counts set directly: a log this size would take minutes to write out page by page."""
+    table = ClickTable(max_rank=max_rank)
+    for k in range(max_rank - 1):
+        row = table._row_of(("q", f"d{k + 1}"))
+        table.impressions[row, k] = table.impressions[row, k + 1] = shown
+        table.clicks[row, k], table.clicks[row, k + 1] = clicked_high, clicked_low
+        table.last_shown[row] = 0  # shown at the epoch
+    return table
+
+
+def _strict(text: str) -> object:
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(
+    ("clicked_high", "clicked_low"),
+    [(10**12, 1), (1, 10**12)],  # propensities falling to e^-2700, or rising to e^2700
+)
+def test_a_long_chain_of_extreme_ratios_writes_finite_numbers_only(
+    tmp_path: Path, clicked_high: int, clicked_low: int
+) -> None:
+    """Issue 32: over a long rank chain each rank's propensity is 1e12 times the next one's (or
+    the previous one's); a propensity beyond a double has no estimate (before: OverflowError),
+    one below it is 0.0, the weights stay within 1 / MIN_CLIP, and every file is strict JSON."""
+    table = _chain_table(100, 10**12, clicked_high, clicked_low)
+    props = estimate_propensities(table)
+    values = [props.values[k] for k in range(1, 101)]
+    assert all(v is None or math.isfinite(v) for v in values)
+    if clicked_high > clicked_low:  # falling: p_k = 1e-12^(k - 1), 0.0 once past a double
+        assert values[1] == pytest.approx(1e-12) and values[99] == 0.0
+    else:  # rising: p_k = 1e12^(k - 1); a double ends at 1.8e308, so rank 26 (1e300) is last
+        assert values[1] == pytest.approx(1e12) and values[25] == pytest.approx(1e300)
+        assert values[26:] == [None] * 74
+    options = ClickLabelOptions(max_rank=100, min_impressions=1, clip=MIN_CLIP)
+    labels = click_labels(table, props, options)
+    for name in ("estimate", "effective_impressions"):
+        assert all(map(math.isfinite, labels.judgments[name].to_pylist())), name
+    assert max(labels.judgments["estimate"].to_pylist()) <= 1 / MIN_CLIP
+    for suffix in (".jsonl", ".csv"):
+        text = judgments_bytes(labels.judgments, tmp_path / f"j{suffix}").decode()
+        assert "nan" not in text.lower() and "inf" not in text.lower(), suffix
+    for line in judgments_bytes(labels.judgments, tmp_path / "j.jsonl").decode().splitlines():
+        _strict(line)
+    _strict(json_text(props.as_json()))
+
+
+def test_json_text_refuses_what_strict_json_cannot_hold() -> None:
+    assert json_text({"a": [1.5, None]}) == '{"a": [1.5, null]}'
+    for value in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            json_text({"estimate": value})

@@ -8,7 +8,6 @@ partition filter). A rerun of an older day never changes the verdict of a later 
 a day when a verdict failed, is missing or covers other days.
 """
 
-import json
 from datetime import UTC, date, datetime
 
 import dagster as dg
@@ -27,6 +26,7 @@ from retrieval_pipeline.defs.nightly.metrics_file import record_success
 from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
 from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
 from retrieval_pipeline.files import write_atomically
+from retrieval_pipeline.text import json_text
 
 # The checks the deploy gate requires (defined in checks.py).
 BLOCKING_CHECK_KEYS = (
@@ -153,7 +153,7 @@ def deploy_gate(
             approved_at=approved_at,
         )
         path = folder / f"deploy_approval_{day.isoformat()}.json"
-        write_atomically({path: json.dumps(record, indent=2) + "\n"})
+        write_atomically({path: json_text(record, indent=2, ensure_ascii=True) + "\n"})
         written.append(str(path))
         by_day[day] = {
             "summary": f"approved {day.isoformat()}: {passed}",
