@@ -60,7 +60,9 @@ def stage_gains(
         suffixes=("_input", "_output"),
         validate="one_to_one",
     )
-    pairs = pairs.rename(columns={"segment_output": "segment"})
+    # in one order whatever order the rows came in (DuckDB's parallel scans keep none): the
+    # bootstrap interval of the same pairs must not change between runs or doors
+    pairs = pairs.rename(columns={"segment_output": "segment"}).sort_values("span", kind="stable")
     segments = [*sorted(pairs["segment"].unique()), OVERALL_SEGMENT]
     gains: list[StageGain] = []
     for segment in segments:
