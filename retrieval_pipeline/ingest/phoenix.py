@@ -176,7 +176,7 @@ def _check_answer(store: PhoenixStore, response: Any) -> None:
             return
         answered += " with no JSON part"
     else:
-        answered += f" with {kind or 'no content type'}"
+        answered += " as " + (kind or "no content type")
     raise PhoenixError(
         f"{store.name}: the span query {request.url} {answered}, not a page of spans; is "
         f"{store.endpoint} a Phoenix server?"

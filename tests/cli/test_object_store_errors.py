@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import free_port
+from tests.processes import default_signals, free_port
 from tests.s3_server import S3
 
 RUN_WITHIN_S = 300
@@ -27,6 +27,7 @@ def run_cli(*args: str, endpoint: str) -> subprocess.CompletedProcess[str]:
         env=environment,
         timeout=RUN_WITHIN_S,
         check=False,
+        preexec_fn=default_signals,
     )
 
 

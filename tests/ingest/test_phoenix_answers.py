@@ -46,7 +46,7 @@ def test_an_html_page_for_page_1_is_an_error_naming_the_endpoint() -> None:
     with fake_phoenix([HTML_PAGE]) as fake, pytest.raises(PhoenixError) as failure:
         read(fake.base_url)
     assert str(failure.value) == not_a_page(
-        fake.base_url, "answered 200 OK with text/html; charset=utf-8"
+        fake.base_url, "answered 200 OK as text/html; charset=utf-8"
     )
 
 
@@ -66,7 +66,7 @@ def test_an_html_page_for_page_2_is_an_error_not_the_end_of_the_day() -> None:
         with pytest.raises(PhoenixError) as failure:
             next(rows)
     assert str(failure.value) == not_a_page(
-        fake.base_url, "answered 200 OK with text/html; charset=utf-8"
+        fake.base_url, "answered 200 OK as text/html; charset=utf-8"
     )
     assert len(fake.queries) == 2
     assert fake.queries[1]["end_time"] == "2026-12-01T10:00:01.000001+00:00"
@@ -79,10 +79,10 @@ def test_an_html_page_for_page_2_is_an_error_not_the_end_of_the_day() -> None:
             Answer(200, f"multipart/mixed; boundary={BOUNDARY}", f"--{BOUNDARY}--\r\n".encode()),
             "answered 200 OK with no JSON part",
         ),
-        (Answer(200, "application/json", b"{}"), "answered 200 OK with application/json"),
+        (Answer(200, "application/json", b"{}"), "answered 200 OK as application/json"),
         (
             Answer(503, "text/html", b"<html>busy</html>"),
-            "answered 503 Service Unavailable with text/html",
+            "answered 503 Service Unavailable as text/html",
         ),
     ],
 )
@@ -98,7 +98,7 @@ def test_evaluate_tells_a_phoenix_answer_that_is_not_a_page_in_one_line() -> Non
         result = CliRunner().invoke(main, ["evaluate", source])
     assert result.exit_code == 1
     assert "Traceback" not in result.output
-    expected = not_a_page(fake.base_url, "answered 200 OK with text/html; charset=utf-8")
+    expected = not_a_page(fake.base_url, "answered 200 OK as text/html; charset=utf-8")
     assert result.stderr == f"Error: {expected}\n"
 
 
