@@ -57,7 +57,10 @@ def test_summary_counts_and_means(traces: Path) -> None:
         main, ["evaluate", str(traces), "--metrics", "precision@5,recall@20,mrr,map"]
     )
     assert result.exit_code == 0, result.output
-    assert "Read 4 records from 1 file(s): 3 scored, 1 quarantined." in result.output
+    assert (
+        "Read 4 records from 1 file(s): 3 valid (2 scored; 1 unannotated, not scored), "
+        "1 quarantined." in result.output
+    )
     assert "Annotated traces: 2 of 3 (66.7%); 1 unannotated (not scored)" in result.output
     assert "repeated retrieved ids dropped: 1." in result.output
     means = {
@@ -91,7 +94,7 @@ def test_json_summary_and_output_files(traces: Path, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
-    assert summary["records_read"] == summary["records_scored"] + summary["records_quarantined"]
+    assert summary["records_read"] == summary["records_valid"] + summary["records_quarantined"]
     assert summary["means"]["mrr"] == pytest.approx((1 / 2 + 1) / 2)
     table = pd.read_parquet(out)
     assert list(table.columns) == [
@@ -130,7 +133,8 @@ def test_output_formats_by_extension(traces: Path, tmp_path: Path, suffix: str) 
 )
 def test_bad_options_fail_with_one_line(traces: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["evaluate", str(traces), *args])
-    assert result.exit_code == 1
+    assert result.exit_code == (1 if args[0] == "--output" else 2)  # a bad option value: 2
+    assert result.output.count("\n") == 1 and result.output.startswith("Error: ")
     assert message in result.output
     assert "Traceback" not in result.output
 
