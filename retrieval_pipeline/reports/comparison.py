@@ -353,7 +353,7 @@ def comparison_markdown(
     lines.append(
         markdown_table(list(_CELL_HEADERS.values()), [[r[k] for k in _CELL_HEADERS] for r in rows])
     )
-    lines += ["", escape_markdown(adjustment_note(comparison))]
+    lines += ["", _markdown_note(comparison)]
     lines += ["", "## Coverage (queries)", ""]
     header = [
         "segment",
@@ -496,7 +496,12 @@ def cells_markdown(comparison: Comparison) -> str:
                 cell.p_randomization_method or MISSING,
             ]
         )
-    return markdown_table(header, rows) + "\n\n" + escape_markdown(adjustment_note(comparison))
+    return markdown_table(header, rows) + "\n\n" + _markdown_note(comparison)
+
+
+def _markdown_note(comparison: Comparison) -> str:
+    """`adjustment_note` in Markdown: its leading `*` a character, not a list item."""
+    return "\\" + escape_markdown(adjustment_note(comparison))
 
 
 def reasons_markdown(results: list[DayComparison], with_day: bool) -> str:

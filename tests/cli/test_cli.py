@@ -200,3 +200,22 @@ def test_evaluate_does_not_import_dagster(traces: Path) -> None:
         "assert 'dagster' not in sys.modules, 'dagster imported'"
     )
     subprocess.run([sys.executable, "-c", probe, str(traces)], check=True, capture_output=True)
+
+
+def test_an_unknown_metric_exits_2_and_suggests_the_closest(traces: Path) -> None:
+    result = CliRunner().invoke(main, ["evaluate", str(traces), "--metrics", "mrr,ndgc@10"])
+    assert result.exit_code == 2
+    assert result.output.startswith(
+        "Error: --metrics: unknown metric 'ndgc@10': did you mean ndcg@10? valid metrics:"
+    )
+    assert result.output.count("\n") == 1
+    far = CliRunner().invoke(main, ["evaluate", str(traces), "--metrics", "bleu@4"])
+    assert far.exit_code == 2 and "did you mean" not in far.output  # nothing close: no guess
+
+
+def test_json_keeps_records_scored_as_a_deprecated_alias(traces: Path) -> None:
+    result = CliRunner().invoke(main, ["evaluate", str(traces), "--format", "json"])
+    data = json.loads(result.output)
+    assert data["records_scored"] == data["records_valid"] == 3
+    assert data["deprecated_keys"] == {"records_scored": "records_valid"}
+    assert data["records_valid"] == data["traces_annotated"] + data["traces_unannotated"]
