@@ -34,7 +34,7 @@ def _store_with_a_miss(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     ndcg@10 is 0.408 against 0.650 (a miss), every other row passes; the day before misses too,
     but it is not the day."""
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    rows = pd.DataFrame(
+    day_rows = pd.DataFrame(
         {
             "partition_date": [DAY, DAY, DAY, date(2026, 11, 29)],
             "segment": ["multi_hop", "multi_hop", "faq", "faq"],
@@ -46,7 +46,7 @@ def _store_with_a_miss(tmp_path: Path) -> duckdb.DuckDBPyConnection:
             "status": ["fail", "pass", "pass", "fail"],
         }
     )
-    conn.execute("create table segment_metrics as select * from rows")
+    conn.execute("create table segment_metrics as select * from day_rows")
     return conn
 
 
@@ -136,9 +136,9 @@ def test_adjusted_and_unadjusted_numbers_are_labelled() -> None:
     )
     assert footnote in markdown
     note = (
-        f"{segment_label(odd.segment)} / {odd.metric}: the 95% interval -0.300 .. -0.100 excludes 0, but it is "
-        f"unadjusted (this cell alone); adjusted (Holm) for the {tested} segment x metric cells "
-        "tested together the randomization p is 0.4000, above 0.05, so the verdict is no "
+        f"{segment_label(odd.segment)} / {odd.metric}: the 95% interval -0.300 .. -0.100 "
+        "excludes 0, but it is unadjusted (this cell alone); adjusted (Holm) for the "
+        f"{tested} segment x metric cells tested together the randomization p is 0.4000, above 0.05, so the verdict is no "
         "significant difference."
     )
     assert note in holm_notes(changed)
