@@ -46,6 +46,7 @@ def _store_with_a_miss(tmp_path: Path) -> duckdb.DuckDBPyConnection:
             "status": ["fail", "pass", "pass", "fail"],
         }
     )
+    conn.register("day_rows", day_rows)
     conn.execute("create table segment_metrics as select * from day_rows")
     return conn
 
@@ -138,8 +139,8 @@ def test_adjusted_and_unadjusted_numbers_are_labelled() -> None:
     note = (
         f"{segment_label(odd.segment)} / {odd.metric}: the 95% interval -0.300 .. -0.100 "
         "excludes 0, but it is unadjusted (this cell alone); adjusted (Holm) for the "
-        f"{tested} segment x metric cells tested together the randomization p is 0.4000, above 0.05, so the verdict is no "
-        "significant difference."
+        f"{tested} segment x metric cells tested together the randomization p is 0.4000, "
+        "above 0.05, so the verdict is no significant difference."
     )
     assert note in holm_notes(changed)
     assert "95% CI (unadjusted)" in comparison_html(changed)
