@@ -2,9 +2,10 @@
 
 Pure: DataFrames and plain values in, words and plain values out; no DuckDB, no Dagster. Every
 threshold miss is named the same way everywhere (report, check description, gate refusal):
-`multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)`, the number in brackets being the
-margin (value - threshold). Strings that come from traces (segment, variant) are escaped before
-they enter Markdown.
+`multi_hop / candidate: ndcg@10 = 0.642, 0.058 below the threshold 0.700`: the gap to the
+threshold said in words, never a bare signed number a reader could take for the change from the
+baseline (which the regression table calls `change from baseline`). Strings that come from traces
+(segment, variant) are escaped before they enter Markdown.
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ class Miss:
         return self.value if _is_number(self.value) else None
 
     def words(self, escape: Callable[[object], str] = _plain, with_day: bool = False) -> str:
-        """`multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)`; without a number,
-        `... ndcg@10 is not a number (NaN), threshold 0.700` or `... has no mean, ...`."""
+        """`multi_hop / candidate: ndcg@10 = 0.642, 0.058 below the threshold 0.700`; without a
+        number, `... ndcg@10 is not a number (NaN), threshold 0.700` or `... has no mean, ...`."""
         prefix = f"{self.partition.isoformat()} " if with_day and self.partition else ""
         where = f"{prefix}{escape(segment_label(self.segment))} / {escape(self.variant)}: "
         metric = escape(self.metric)
@@ -82,8 +83,24 @@ class Miss:
             return f"{where}{metric} has no mean, threshold {self.threshold:.3f}"
         if not math.isfinite(self.value):
             return f"{where}{metric} is not a number (NaN), threshold {self.threshold:.3f}"
-        margin = self.value - self.threshold
-        return f"{where}{metric} = {self.value:.3f} < {self.threshold:.3f} ({margin:+.3f})"
+        gap = self.threshold - self.value
+        return (
+            f"{where}{metric} = {self.value:.3f}, {gap:.3f} below the threshold "
+            f"{self.threshold:.3f}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The miss as JSON holds it (the regression report's `misses`, the comparison's
+        `regression_misses`): `value` null when not a number, `margin` = value - threshold."""
+        return {
+            "segment": self.segment,
+            "variant": self.variant,
+            "metric": self.metric,
+            "value": self.shown_value,  # null when not a number: `words` says which
+            "threshold": self.threshold,
+            "margin": self.margin,
+            "words": self.words(),
+        }
 
 
 def report_order(rows: pd.DataFrame) -> pd.DataFrame:

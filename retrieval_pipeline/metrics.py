@@ -64,6 +64,7 @@ rbp@P_residual = P^n, and bpref is unchanged (it never sees unjudged documents).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterable
@@ -171,7 +172,9 @@ def parse_metric(text: str) -> Metric:
     match = _NAME.match(text)
     family = ALIASES.get(match.group(1).lower()) if match else None
     if match is None or family is None:
-        raise MetricConfigError(f"unknown metric {text!r}; {valid_names_hint()}")
+        guess = closest_metric(text)
+        did_you_mean = f": did you mean {guess}?" if guess is not None else ";"
+        raise MetricConfigError(f"unknown metric {text!r}{did_you_mean} {valid_names_hint()}")
     k_text = match.group(2)
     k = int(k_text) if k_text is not None else None
     needs_k = FAMILIES[family]
@@ -188,6 +191,29 @@ def parse_metric(text: str) -> Metric:
             f"metric {text!r}: {family} takes no cut-off; it reads the whole ranked list"
         )
     return Metric(family, k)
+
+
+def closest_metric(text: str) -> str | None:
+    """The known metric name closest to an unknown one (`ndgc@10` -> `ndcg@10`, `mmr` -> `mrr`),
+    its cut-off kept where it is one, by `difflib.get_close_matches` over the families and their
+    aliases; None when nothing is close. Built from its parts, never parsed: no recursion."""
+    head, _, tail = text.strip().partition("@")
+    found = difflib.get_close_matches(head.strip().lower(), [*ALIASES, *PERSISTENCE_FAMILIES], n=1)
+    if not found:
+        return None
+    family = ALIASES.get(found[0], found[0])
+    tail = tail.strip()
+    if family in PERSISTENCE_FAMILIES:
+        try:
+            p = float(tail)
+        except ValueError:
+            p = DEFAULT_PERSISTENCE
+        return Metric(family, p=p if 0.0 < p < 1.0 else DEFAULT_PERSISTENCE).name
+    k = int(tail) if tail.isdigit() and 0 < int(tail) <= MAX_CUTOFF else None
+    needs_k = FAMILIES[family]
+    if needs_k is False or (needs_k is None and k is None):
+        return family
+    return Metric(family, k or 10).name
 
 
 def _rbp_metric(text: str, persistence: str | None, residual: bool) -> Metric:

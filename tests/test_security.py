@@ -107,7 +107,7 @@ def test_the_pipeline_reports_hostile_names_in_words(hostile_run: dict[str, obje
     thresholds = evaluations["segment_thresholds"]
     assert not thresholds.passed  # the a|b segment has no relevant document
     # descriptions are plain text, holding the names verbatim
-    assert f"{PIPE} / {INJECTION}: ndcg@10 = 0.000 < " in (thresholds.description or "")
+    assert f"{PIPE} / {INJECTION}: ndcg@10 = 0.000, " in (thresholds.description or "")
     assert not result.asset_materializations_for_node("deploy_gate")
 
 

@@ -285,6 +285,11 @@ class Comparison:
                 "min_annotated_traces": self.settings.min_annotated_traces,
                 "normal_approximation_min_pairs": self.settings.normal_approximation_min_pairs,
                 "verdict_rule": "Holm-adjusted paired randomization (sign-flip) p <= alpha",
+                # which cell fields are adjusted for the cells tested together (Holm), which
+                # hold for their cell alone: an unadjusted interval may exclude 0 while the
+                # adjusted p stays above alpha
+                "holm_adjusted": ["p_randomization_holm", "p_t_holm"],
+                "unadjusted": ["ci_low", "ci_high", "p_randomization", "p_t"],
             },
             "overall_segment": OVERALL_SEGMENT,
             "metrics": list(self.metrics),

@@ -2,7 +2,10 @@
 window ending at the day, or why none was possible, in words.
 
 Pure: the window arrives aggregated (`WindowData`, read by `warehouse.ab_window.read_window`),
-the statistics come from `compare.compare_data`.
+the statistics come from `compare.compare_data`. Beside the window come the partition day's own
+threshold misses, as the regression report names them (`gate.misses_of` on the day's
+`segment_metrics`): the comparison pools a window of days, so a day that misses a threshold can
+sit beside a comparison that is not flagged, and the report says so where it says "not flagged".
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from retrieval_pipeline.ab.compare import (
     config_thresholds,
 )
 from retrieval_pipeline.config import PipelineConfig
-from retrieval_pipeline.gate import window_text
+from retrieval_pipeline.gate import Miss, window_text
 
 NO_COMPARISON = "no comparison possible"
 
@@ -56,6 +59,8 @@ class DayComparison:
     candidate: str
     comparison: Comparison | None
     problem: str | None = None
+    # the day's own threshold misses (the regression report's), every variant; () when none
+    day_misses: tuple[Miss, ...] = ()
 
     @property
     def possible(self) -> bool:
@@ -76,14 +81,38 @@ class DayComparison:
         )
 
     def note(self) -> str:
-        """What was compared, in words (the reports' subtitle)."""
+        """What was compared, in words (the reports' headline, beside `test_words`)."""
         return (
-            f"Partition {self.day.isoformat()}: the traces of the {self.window_words()}; a "
-            "query's traces are averaged per arm over the whole window."
+            f"Window: partition {self.day.isoformat()} compares the traces of the "
+            f"{self.window_words()}, pooled; a query's traces are averaged per arm over the "
+            "whole window (the regression report judges the day alone)."
+        )
+
+    def day_misses_words(self) -> str | None:
+        """The heading of the day's own threshold misses (None: there are none), saying whose
+        they are and why the comparison may not flag them."""
+        if not self.day_misses:
+            return None
+        count = len(self.day_misses)
+        return (
+            f"The regression report of {self.day.isoformat()} (the day alone against its "
+            f"thresholds) has {count} threshold {'miss' if count == 1 else 'misses'}; this "
+            f"comparison pools the {self.window_words()}, so its means can pass where the "
+            "day's do not"
         )
 
     def words(self) -> str:
-        """One line: flagged or not, or why no comparison was possible."""
+        """One line: flagged or not, or why no comparison was possible; then the day's own
+        threshold misses, when it has any."""
+        return self._outcome_words() + (
+            f"; the day alone: {len(self.day_misses)} threshold "
+            f"{'miss' if len(self.day_misses) == 1 else 'misses'} in the regression report "
+            f"({'; '.join(m.words() for m in self.day_misses)})"
+            if self.day_misses
+            else ""
+        )
+
+    def _outcome_words(self) -> str:
         head = f"{self.day.isoformat()} ({self.window_words()}): {self.candidate} vs {self.control}"
         if self.problem is not None:
             text = f"{head}: {NO_COMPARISON}: {self.problem}"
@@ -111,6 +140,8 @@ class DayComparison:
             "flagged": self.flagged,
             "reasons": list(self.reasons),
             "words": self.words(),
+            # the regression report's misses of the day alone (gate.Miss.to_dict)
+            "regression_misses": [m.to_dict() for m in self.day_misses],
             "comparison": self.comparison.to_dict() if self.comparison is not None else None,
         }
 
@@ -123,6 +154,8 @@ class WindowData:
     days_with_data: int
     variants: tuple[str, ...]
     data: ComparisonData | None
+    # the partition day's own threshold misses (`DayComparison.day_misses`)
+    day_misses: tuple[Miss, ...] = ()
 
 
 def arms_present(variants: tuple[str, ...], config: PipelineConfig) -> bool:
@@ -150,6 +183,7 @@ def compare_window(window: WindowData, day: date, config: PipelineConfig) -> Day
             candidate=section.candidate,
             comparison=comparison,
             problem=problem,
+            day_misses=window.day_misses,
         )
 
     if not variants:

@@ -15,6 +15,7 @@ import click
 
 from retrieval_pipeline.cli.errors import INPUT_ERRORS, one_line
 from retrieval_pipeline.cli.options import (
+    BadOption,
     gain_option,
     gmax_option,
     judged_only_option,
@@ -43,21 +44,27 @@ def _terminal(text: object, width: int = 24) -> str:
 
 
 def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
-    """What the terminal shows: the accounting, one line per cell, the flag."""
-    from retrieval_pipeline.reports.comparison import short_interval
+    """What the terminal shows: the accounting, the test, one line per cell (which numbers are
+    Holm-adjusted and which are not in the header, the footnote under it), the flag."""
+    from retrieval_pipeline.cli.evaluate_support import records_line
+    from retrieval_pipeline.reports.comparison import (
+        adjustment_note,
+        short_interval,
+        test_words,
+        verdict_text,
+    )
 
-    ingest = run.ingest
     overall = comparison.coverage[-1]
     control, candidate = _terminal(comparison.control), _terminal(comparison.candidate)
     lines = [
-        f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored, "
-        f"{ingest.quarantined} quarantined; {run.labels.stale} stale labels dropped.",
+        f"{records_line(run)} {run.labels.stale} stale labels dropped.",
         f"{candidate} vs {control}: {overall.paired} paired queries; {overall.control_only} "
         f"served by {control} only, {overall.candidate_only} by {candidate} only, "
         f"{overall.shared_unpaired} by both but not annotated in both.",
+        test_words(comparison),
         "",
         f"{'segment':<18}{'metric':<14}{'n':>5}{'control':>9}{'candidate':>10}{'delta':>8}"
-        f"  {'95% CI':<17}{'p Holm':>8}  verdict",
+        f"  {'95% CI (unadjusted)':<20}{'p (Holm-adjusted)':>17}  verdict",
     ]
     for cell in comparison.cells:
         interval = short_interval(cell)
@@ -65,10 +72,10 @@ def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
         lines.append(
             f"{_terminal(segment_label(cell.segment), 17):<18}{_terminal(cell.metric, 13):<14}"
             f"{cell.n:>5}{number(cell.control_mean):>9}{number(cell.candidate_mean):>10}"
-            f"{number(cell.delta, signed=True):>8}  {interval:<17}"
-            f"{MISSING if p is None else f'{p:.4f}':>8}  {cell.verdict}"
+            f"{number(cell.delta, signed=True):>8}  {interval:<20}"
+            f"{MISSING if p is None else f'{p:.4f}':>17}  {verdict_text(cell)}"
         )
-    lines.append("")
+    lines += [adjustment_note(comparison), ""]
     if comparison.flagged:
         lines.append("FLAGGED for review:")
         lines += [f"  - {_terminal(reason, 400)}" for reason in comparison.reasons]
@@ -192,14 +199,22 @@ def compare(
     fail_on_flag: bool,
 ) -> None:
     """Compare variant CANDIDATE with CONTROL on TRACES (files or directories), per segment."""
-    from retrieval_pipeline.ab.compare import ComparisonSettings
+    from retrieval_pipeline.ab.compare import ComparisonSettings, check_request
     from retrieval_pipeline.ab.pairing import compare_variants, with_judged_shares
+    from retrieval_pipeline.metrics import MetricConfigError, parse_metrics
     from retrieval_pipeline.reports.comparison import report_format, write_comparison_report
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
 
-    try:
-        if output is not None:
+    if output is not None:
+        try:
             report_format(output)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+    try:  # the options (exit 2), before any file is read
+        try:
+            names = [metric.name for metric in parse_metrics(metrics)]
+        except MetricConfigError as exc:
+            raise BadOption(str(exc), "--metrics") from None
         limits: dict[str, dict[str, float]] = {}
         for text in thresholds:
             try:
@@ -222,6 +237,10 @@ def compare(
             min_annotated_traces=min_annotated,
             **large,
         )
+        check_request(control, candidate, names, settings)
+    except ValueError as exc:
+        raise BadOption(str(exc).splitlines()[0]) from None
+    try:
         run = run_evaluation(
             list(traces), metrics, corpus, gain, relevance_level, gmax=gmax, judged_only=judged_only
         )

@@ -4,9 +4,9 @@ The warehouse (DuckDB, pandas) is imported when the command runs, not when the C
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import click
 
@@ -18,9 +18,11 @@ from retrieval_pipeline.cli.evaluate_support import (
     group_table,
     parse_by,
     quarantine_header,
+    records_line,
     trace_files,
 )
 from retrieval_pipeline.cli.options import (
+    BadOption,
     gain_option,
     gmax_option,
     judged_only_option,
@@ -143,13 +145,24 @@ def evaluate(
         raise click.UsageError("give trace files (TRACES) or --trec-run RUN, one of the two")
     by = parse_by(by_text)
     check_outputs({"--output": output, "--quarantine": quarantine})
-    from retrieval_pipeline.metrics import MetricConfigError, check_relevance_level, parse_metrics
+    from retrieval_pipeline.metrics import (
+        MetricConfigError,
+        check_gmax,
+        check_relevance_level,
+        parse_metrics,
+    )
 
-    try:  # the options first, then the files: a bad option is told before any file is read
-        parse_metrics(metrics)
-        check_relevance_level(relevance_level)
-    except MetricConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    # the options first, then the files: a bad option is told (exit 2) before any file is read
+    checks: list[tuple[str, Callable[[Any], object], object]] = [
+        ("--metrics", parse_metrics, metrics),
+        ("--relevance-level", check_relevance_level, relevance_level),
+        ("--gmax", check_gmax, gmax),
+    ]
+    for option, check, value in checks:
+        try:
+            check(value)
+        except MetricConfigError as exc:
+            raise BadOption(str(exc), option) from None
     if traces:
         named_files = [spec for spec in traces if _kind_name(spec) == "files"]
         if named_files:  # before any work: no trace file at all is an error, others are told
@@ -301,6 +314,11 @@ def _kind_name(spec: str) -> str:
     return kind_of(spec).name
 
 
+# JSON keys kept for one release beside the key that replaces them (docs/evaluate.md, "Words"):
+# `records_scored` counted valid records, while "scored" elsewhere means annotated and valid.
+DEPRECATED_KEYS = {"records_scored": "records_valid"}
+
+
 def summary(
     run: EvaluationRun, trec: TrecInput | None = None, by: Sequence[str] = ()
 ) -> dict[str, object]:
@@ -308,7 +326,8 @@ def summary(
     judged = run.judgments
     return {
         "records_read": run.ingest.read,
-        "records_scored": run.ingest.valid,
+        "records_valid": run.ingest.valid,
+        "records_scored": run.ingest.valid,  # deprecated alias of records_valid (DEPRECATED_KEYS)
         "records_quarantined": run.ingest.quarantined,
         "spans_skipped": run.ingest.skipped,
         "files": run.ingest.files,
@@ -337,6 +356,7 @@ def summary(
         "means": run.means(),
         "means_over": run.means_over(),
         **({"by": {"columns": list(by), "groups": _groups(run, by)}} if by else {}),
+        "deprecated_keys": dict(DEPRECATED_KEYS),
     }
 
 
@@ -383,14 +403,9 @@ def summary_text(
 ) -> str:
     ingest, traces, labels = run.ingest, run.traces, run.labels
     coverage = traces.annotated / traces.traces if traces.traces else 0.0
-    skipped = (
-        f", {ingest.skipped} skipped (spans of other kinds or stages)" if ingest.skipped else ""
-    )
     lines = [trec.words()] if trec is not None else []
-    empty = f" ({traces.empty} empty results, scored 0)" if traces.empty else ""
     lines += [
-        f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} scored{empty}, "
-        f"{ingest.quarantined} quarantined{skipped}.",
+        records_line(run),
         *(line[0].upper() + line[1:] for line in _unknown_fields(run)),
         f"Annotated traces: {traces.annotated} of {traces.traces} ({coverage:.1%}); "
         f"{traces.unannotated} unannotated (not scored), {traces.no_relevant} with no relevant "

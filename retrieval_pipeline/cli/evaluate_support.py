@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from retrieval_pipeline.ingest.files import TraceFile
+    from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
 # The columns `--by` may group on, as the per-trace table names them.
 GROUP_COLUMNS = ("segment", "variant")
@@ -175,3 +176,19 @@ def group_table(
 
 def _mean(value: object) -> str:
     return number(value, digits=4) if isinstance(value, float) and math.isfinite(value) else "-"
+
+
+def records_line(run: EvaluationRun) -> str:
+    """The first line of every scoring command's summary, in the one vocabulary
+    (docs/evaluate.md, "Words"): read = valid + quarantined + skipped, valid = scored
+    (annotated) + unannotated (kept, not scored)."""
+    ingest, traces = run.ingest, run.traces
+    empty = f", {traces.empty} of them empty results, scored 0" if traces.empty else ""
+    skipped = (
+        f", {ingest.skipped} skipped (spans of other kinds or stages)" if ingest.skipped else ""
+    )
+    return (
+        f"Read {ingest.read} records from {ingest.files} file(s): {ingest.valid} valid "
+        f"({traces.annotated} scored{empty}; {traces.unannotated} unannotated, not scored), "
+        f"{ingest.quarantined} quarantined{skipped}."
+    )

@@ -53,3 +53,14 @@ gmax_option: Decorator = click.option(
     show_default=True,
     help="Top of the grade scale, for rbp@P (gain min(grade, gmax) / gmax) and err@K.",
 )
+
+
+class BadOption(click.ClickException):
+    """An option value the command does not accept (a metric name, a number out of range, a
+    threshold): one line, `Error: --metrics: ...`, and exit status 2, click's own for a bad
+    option; raised before any record is read. Problems of files and data stay exit status 1."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(f"{option}: {message}" if option else message)

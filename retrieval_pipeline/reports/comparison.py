@@ -50,6 +50,9 @@ from retrieval_pipeline.text import (
 
 REPORT_SUFFIXES = (".html", ".md", ".json")
 REPORT_STEM = "variant_comparison"
+NOT_FLAGGED = (
+    "No threshold newly missed by the compared means and no guarded metric significantly worse."
+)
 
 
 def _cell_rows(comparison: Comparison) -> list[dict[str, object]]:
@@ -66,7 +69,7 @@ def _cell_rows(comparison: Comparison) -> list[dict[str, object]]:
             "p_t": pvalue(c.p_t),
             "p_rand": pvalue(c.p_randomization),
             "p_holm": pvalue(c.p_randomization_holm),
-            "verdict": c.verdict,
+            "verdict": verdict_text(c),
             "control_level": number(c.control_trace_mean),
             "candidate_level": number(c.candidate_trace_mean),
             "threshold": number(c.threshold),
@@ -93,9 +96,9 @@ _CELL_HEADERS = {
     "candidate": "candidate",
     "delta": "delta",
     "relative": "relative",
-    "ci": f"{CONFIDENCE_LEVEL:.0%} CI of delta",
+    "ci": f"{CONFIDENCE_LEVEL:.0%} CI (unadjusted)",
     "verdict": "verdict",
-    "p_holm": "p Holm (randomization)",
+    "p_holm": "p (Holm-adjusted)",
     "p_rand": "p randomization",
     "p_t": "p paired t",
     "control_level": "control (all traces)",
@@ -159,32 +162,78 @@ def _coverage_frame(comparison: Comparison) -> pd.DataFrame:
     return frame
 
 
+def _tested(comparison: Comparison) -> int:
+    return sum(1 for cell in comparison.cells if cell.p_randomization_holm is not None)
+
+
+def test_words(comparison: Comparison) -> str:
+    """How the comparison decides and what is adjusted, in one sentence (the reports' headline
+    beside the window, the terminal's line above the table)."""
+    alpha = comparison.settings.alpha
+    return (
+        "Test: a paired randomization (sign-flip) test per segment and metric; better or worse "
+        f"where its p, Holm-adjusted for the {_tested(comparison)} segment x metric cells tested "
+        f"together, is <= {alpha:g}. The {CONFIDENCE_LEVEL:.0%} intervals and the other "
+        "p-values are per cell, not adjusted."
+    )
+
+
+def adjustment_note(comparison: Comparison) -> str:
+    """The footnote under every table of cells: which numbers are adjusted for multiple
+    comparisons, and why an interval and a verdict can seem to disagree (cells where they do
+    are marked `*` and explained by `holm_notes`)."""
+    alpha = comparison.settings.alpha
+    return (
+        f"* Only the Holm-adjusted p (over {_tested(comparison)} cells) decides the verdict; the "
+        f"{CONFIDENCE_LEVEL:.0%} CI is unadjusted, for its cell alone, so it may exclude 0 while "
+        f"the adjusted p stays above {alpha:g} (no significant difference)."
+    )
+
+
+def interval_disagrees(cell: CellResult) -> bool:
+    """True where the cell's unadjusted interval excludes 0 but its verdict, decided by the
+    Holm-adjusted p, is no significant difference."""
+    if cell.ci_low is None or cell.ci_high is None:
+        return False
+    excludes = cell.ci_low > 0 or cell.ci_high < 0
+    return excludes and cell.verdict == "no significant difference"
+
+
+def verdict_text(cell: CellResult) -> str:
+    """The verdict, marked `*` where the unadjusted interval seems to say otherwise."""
+    return f"{cell.verdict} *" if interval_disagrees(cell) else cell.verdict
+
+
 def holm_notes(comparison: Comparison) -> list[str]:
     """One sentence per cell whose raw randomization p is below alpha while its Holm-adjusted
-    p is not: why a small p-value on its own is not a verdict."""
+    p is not, or whose unadjusted interval excludes 0 while its verdict is no significant
+    difference: why the smaller number on its own is not a verdict."""
     alpha = comparison.settings.alpha
-    tested = sum(1 for cell in comparison.cells if cell.p_randomization_holm is not None)
+    tested = _tested(comparison)
     notes = []
     for cell in comparison.cells:
         raw, adjusted = cell.p_randomization, cell.p_randomization_holm
-        if raw is None or adjusted is None or not raw <= alpha < adjusted:
-            continue
-        notes.append(
-            f"{segment_label(cell.segment)} / {cell.metric}: the raw p-value {pvalue(raw)} is "
-            f"below {alpha:g}, but adjusted (Holm) for the {tested} segment x metric cells "
-            f"tested together it is {pvalue(adjusted)}, so this difference alone is not "
-            "significant."
-        )
+        where = f"{segment_label(cell.segment)} / {cell.metric}"
+        if raw is not None and adjusted is not None and raw <= alpha < adjusted:
+            notes.append(
+                f"{where}: the raw p-value {pvalue(raw)} is below {alpha:g}, but adjusted (Holm) "
+                f"for the {tested} segment x metric cells tested together it is "
+                f"{pvalue(adjusted)}, so this difference alone is not significant."
+            )
+        elif interval_disagrees(cell) and adjusted is not None:
+            notes.append(
+                f"{where}: the {CONFIDENCE_LEVEL:.0%} interval {_interval(cell)} excludes 0, but "
+                f"it is unadjusted (this cell alone); adjusted (Holm) for the {tested} segment x "
+                f"metric cells tested together the randomization p is {pvalue(adjusted)}, above "
+                f"{alpha:g}, so the verdict is no significant difference."
+            )
     return notes
 
 
 def _flag_html(comparison: Comparison) -> str:
     notes = "".join(f'<p class="muted">{esc(note)}</p>' for note in holm_notes(comparison))
     if not comparison.flagged:
-        return (
-            '<div class="ok"><strong>Not flagged.</strong> No threshold newly missed and no '
-            f"guarded metric significantly worse.</div>{notes}"
-        )
+        return f'<div class="ok"><strong>Not flagged.</strong> {esc(NOT_FLAGGED)}</div>{notes}'
     items = "".join(f"<li>{esc(reason)}</li>" for reason in comparison.reasons)
     return f'<div class="flag"><strong>Flagged for review.</strong><ul>{items}</ul></div>{notes}'
 
@@ -221,21 +270,32 @@ def comparison_html(
     title: str | None = None,
     note: str | None = None,
     extra_sections: Sequence[str] = (),
+    day_misses: tuple[str, Sequence[str]] | None = None,
 ) -> str:
     """The comparison report as one self-contained HTML page; `note` (plain text, escaped) says
     what was compared (e.g. the window), `extra_sections` (trusted HTML, e.g. `trend_section`)
-    follow the coverage."""
+    follow the coverage; `day_misses` (plain text: a heading and its items) the partition day's
+    own threshold misses, shown under the flag."""
     heading = title or f"{comparison.candidate} vs {comparison.control}"
     intro = (
         f"<p>Candidate <strong>{esc(comparison.candidate)}</strong> against control "
         f"<strong>{esc(comparison.control)}</strong>.</p>"
-        + (f"<p>{esc(note)}</p>" if note else "")
+        + (f"<p><strong>{esc(note)}</strong></p>" if note else "")
+        + f"<p><strong>{esc(test_words(comparison))}</strong></p>"
         + f'<p class="muted">{esc(_method_text(comparison))}</p>'
     )
+    misses = ""
+    if day_misses is not None:
+        items = "".join(f"<li>{esc(item)}</li>" for item in day_misses[1])
+        misses = f'<div class="watch"><strong>{esc(day_misses[0])}:</strong><ul>{items}</ul></div>'
     coverage = _coverage_frame(comparison)
+    footnote = f'<p class="muted">{esc(adjustment_note(comparison))}</p>'
     sections = [
-        intro + _flag_html(comparison) + _judged_html(comparison),
-        "<section><h2>Per segment and metric</h2>" + _cells_table(comparison) + "</section>",
+        intro + _flag_html(comparison) + misses + _judged_html(comparison),
+        "<section><h2>Per segment and metric</h2>"
+        + _cells_table(comparison)
+        + footnote
+        + "</section>",
         "<section><h2>Means per segment</h2>"
         + chart_html(
             segment_bars_chart(comparison),
@@ -249,8 +309,8 @@ def comparison_html(
         + chart_html(
             forest_chart(comparison),
             "candidate minus control per segment and metric",
-            f"Candidate minus control with its {CONFIDENCE_LEVEL:.0%} interval (each cell's "
-            "interval method is in the table above).",
+            f"Candidate minus control with its {CONFIDENCE_LEVEL:.0%} interval, unadjusted "
+            "(each cell's interval method is in the table above).",
         )
         + "</section>",
         "<section><h2>Coverage</h2>"
@@ -265,13 +325,19 @@ def comparison_html(
     return html_page(heading, sections)
 
 
-def comparison_markdown(comparison: Comparison, note: str | None = None) -> str:
+def comparison_markdown(
+    comparison: Comparison,
+    note: str | None = None,
+    day_misses: tuple[str, Sequence[str]] | None = None,
+) -> str:
     """The comparison report in Markdown (trace strings escaped: no HTML, no cell breaks);
-    `note` says what was compared, as in `comparison_html`."""
+    `note` and `day_misses` as in `comparison_html`."""
     lines = [
         f"# {escape_markdown(comparison.candidate)} vs {escape_markdown(comparison.control)}",
         "",
-        *([escape_markdown(note), ""] if note else []),
+        *([f"**{escape_markdown(note)}**", ""] if note else []),
+        f"**{escape_markdown(test_words(comparison))}**",
+        "",
         escape_markdown(_method_text(comparison)),
         "",
     ]
@@ -279,7 +345,10 @@ def comparison_markdown(comparison: Comparison, note: str | None = None) -> str:
         lines.append("**Flagged for review:**")
         lines += [f"- {escape_markdown(reason)}" for reason in comparison.reasons]
     else:
-        lines.append("Not flagged.")
+        lines.append(f"Not flagged. {NOT_FLAGGED}")
+    if day_misses is not None:
+        lines += ["", f"**{escape_markdown(day_misses[0])}:**"]
+        lines += [f"- {escape_markdown(item)}" for item in day_misses[1]]
     warnings = judged.comparison_warnings(comparison, escape_markdown)
     if warnings:
         lines += ["", "**Judged share:**"] + [f"- {warning}." for warning in warnings]
@@ -290,6 +359,7 @@ def comparison_markdown(comparison: Comparison, note: str | None = None) -> str:
     lines.append(
         markdown_table(list(_CELL_HEADERS.values()), [[r[k] for k in _CELL_HEADERS] for r in rows])
     )
+    lines += ["", _markdown_note(comparison)]
     lines += ["", "## Coverage (queries)", ""]
     header = [
         "segment",
@@ -368,6 +438,9 @@ def write_reports(
     note = result.note()
     if result.comparison is None:
         lines = [f"{NO_COMPARISON}: {result.problem}.", note]
+        heading = result.day_misses_words()
+        if heading is not None:
+            lines += [f"{heading}:", *(m.words() for m in result.day_misses)]
         page, markdown = notice_html(title, lines), notice_markdown(title, lines)
     else:
         if result.problem is not None:
@@ -381,11 +454,21 @@ def write_reports(
             title="Daily trend of the headline metrics",
             colours=arm_colours(result.control, result.candidate),
         )
-        page = comparison_html(result.comparison, title, note, [trend_html])
-        markdown = comparison_markdown(result.comparison, note)
+        misses = day_misses(result)
+        page = comparison_html(result.comparison, title, note, [trend_html], misses)
+        markdown = comparison_markdown(result.comparison, note, misses)
     text = json_text(result.to_dict(), indent=2)
     write_atomically({html_path: page, md_path: markdown, json_path: text + "\n"})
     return paths
+
+
+def day_misses(result: DayComparison) -> tuple[str, list[str]] | None:
+    """The partition day's own threshold misses as the reports show them: a heading and one
+    line per miss, worded as the regression report words them (None: the day has none)."""
+    heading = result.day_misses_words()
+    if heading is None:
+        return None
+    return heading, [m.words() for m in result.day_misses]
 
 
 def short_interval(cell: CellResult) -> str:
@@ -399,7 +482,8 @@ def short_interval(cell: CellResult) -> str:
 def cells_markdown(comparison: Comparison) -> str:
     """Every cell of `comparison` as a short Markdown table (the asset's `cells` metadata)."""
     header = ["segment", "metric", "paired", "control", "candidate", "delta"]
-    header += [f"{CONFIDENCE_LEVEL:.0%} CI", "p Holm", "verdict", "CI method", "p method"]
+    header += [f"{CONFIDENCE_LEVEL:.0%} CI (unadjusted)", "p (Holm-adjusted)", "verdict"]
+    header += ["CI method", "p method"]
     rows = []
     for cell in comparison.cells:
         p = cell.p_randomization_holm
@@ -413,12 +497,17 @@ def cells_markdown(comparison: Comparison) -> str:
                 number(cell.delta, signed=True),
                 short_interval(cell),
                 MISSING if p is None else f"{p:.4f}",
-                cell.verdict,
+                verdict_text(cell),
                 cell.ci_method or MISSING,
                 cell.p_randomization_method or MISSING,
             ]
         )
-    return markdown_table(header, rows)
+    return markdown_table(header, rows) + "\n\n" + _markdown_note(comparison)
+
+
+def _markdown_note(comparison: Comparison) -> str:
+    """`adjustment_note` in Markdown: its leading `*` a character, not a list item."""
+    return "\\" + escape_markdown(adjustment_note(comparison))
 
 
 def reasons_markdown(results: list[DayComparison], with_day: bool) -> str:

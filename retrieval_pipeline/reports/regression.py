@@ -152,6 +152,31 @@ class RegressionReport:
             return f"the previous day ({window})"
         return f"the pinned day {window}"
 
+    def window_and_test(self) -> str:
+        """The report's headline: what it compares (the day alone, beside its baseline window)
+        and how it decides (each mean against its threshold), in two sentences. The variant
+        comparison of the same day pools a window of days; this says which numbers are whose."""
+        window = (
+            f"Window: the day {self.partition.isoformat()} alone, beside its baseline, "
+            f"{self.baseline_text}, {self.baseline_days_with_data()} day(s) with data."
+        )
+        return (
+            f"{window} Test: each segment's mean over the day's annotated traces against its "
+            f"threshold, a miss when below it{self._minimum_words()}; change from baseline = the "
+            "day's mean - the baseline's, not a test (a mean whose 95% interval lies wholly "
+            "below its baseline is listed under Watch)."
+        )
+
+    def _minimum_words(self) -> str:
+        if self.rows.empty or "min_annotated" not in self.rows.columns:
+            return ""
+        minimums = sorted({int(k) for k in pd.to_numeric(self.rows["min_annotated"]).dropna()})
+        if not minimums or minimums == [0]:
+            return ""
+        if len(minimums) == 1:
+            return f" (no verdict with fewer than {minimums[0]} annotated traces)"
+        return " (no verdict below a segment's minimum of annotated traces, min_annotated)"
+
     def watch(self) -> list[Watch]:
         """Significant drops against the baseline that still pass (`watch_of`)."""
         return watch_of(self.rows)
@@ -202,6 +227,7 @@ class RegressionReport:
         return {
             "partition": self.partition.isoformat(),
             "has_data": self.has_data,
+            "window_and_test": self.window_and_test() if self.has_data else None,
             "passed": self.has_data and not self.misses,
             "baseline": {
                 "policy": self.baseline_policy,
@@ -209,18 +235,7 @@ class RegressionReport:
                 "end": self.baseline_end.isoformat(),
                 "days_with_data": self.baseline_days_with_data(),
             },
-            "misses": [
-                {
-                    "segment": m.segment,
-                    "variant": m.variant,
-                    "metric": m.metric,
-                    "value": m.shown_value,  # null when not a number: `words` says which
-                    "threshold": m.threshold,
-                    "margin": m.margin,
-                    "words": m.words(),
-                }
-                for m in self.misses
-            ],
+            "misses": [m.to_dict() for m in self.misses],
             "watch": [
                 {
                     "segment": w.segment,
@@ -274,8 +289,9 @@ class RegressionReport:
         )
 
     def markdown_table(self) -> str:
-        header = ["segment", "variant", "metric", "value", "95% CI", "baseline", "delta"]
-        header += ["threshold", "status", "margin", "annotated / traces"]
+        header = ["segment", "variant", "metric", "value", "95% CI", "baseline"]
+        header += ["change from baseline", "threshold", "status", "value - threshold"]
+        header += ["annotated / traces"]
         rows = []
         for row in self.rows.to_dict(orient="records"):
             ci = (
@@ -304,10 +320,7 @@ class RegressionReport:
         title = f"# Retrieval regression report: {self.partition.isoformat()}"
         if not self.has_data:
             return f"{title}\n\nNo data: no traces in this partition.\n"
-        parts = [
-            title,
-            f"Baseline: {self.baseline_text}, {self.baseline_days_with_data()} day(s) with data.",
-        ]
+        parts = [title, self.window_and_test()]
         if self.misses:
             count = len(self.misses)
             parts.append(f"**{count} threshold {'miss' if count == 1 else 'misses'}:**")

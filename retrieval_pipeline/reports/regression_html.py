@@ -203,6 +203,8 @@ def _row_classes(rows: pd.DataFrame, watch: Sequence[Watch]) -> list[str]:
 
 _REGRESSION_HEADERS = {
     "ci": f"{CONFIDENCE_LEVEL:.0%} CI",
+    "delta": "change from baseline",
+    "margin": "value - threshold",
     "annotated": "annotated / traces",
 }
 
@@ -233,8 +235,8 @@ def regression_html(
     sections: list[str] = []
     if report.has_data:
         sections.append(
-            f"<p>Baseline: {esc(report.baseline_text)}, {report.baseline_days_with_data()} "
-            "day(s) with data.</p>" + _misses_html(rows, [m.words() for m in report.misses])
+            f"<p>{esc(report.window_and_test())}</p>"
+            + _misses_html(rows, [m.words() for m in report.misses])
         )
         watch = report.watch()
         if watch:

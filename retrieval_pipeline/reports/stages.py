@@ -25,10 +25,16 @@ def stages_data(
     scored: Mapping[str, int],
     gains: Sequence[StageGain],
 ) -> dict[str, object]:
-    """Per stage its scored records and metric means; per segment and metric the gain."""
+    """Per stage its valid records and metric means; per segment and metric the gain.
+    `records_scored` is the deprecated alias of `records_valid` (docs/evaluate.md, "Words")."""
     return {
         "stages": {
-            stage: {"records_scored": scored[stage], "means": dict(means[stage])} for stage in means
+            stage: {
+                "records_valid": scored[stage],
+                "records_scored": scored[stage],
+                "means": dict(means[stage]),
+            }
+            for stage in means
         },
         "reranker_stage": bool(scored.get("reranker_input") or scored.get("reranker")),
         "reranker_gain": [
@@ -59,7 +65,7 @@ def stages_text(
         if stage != "retriever" and not scored[stage]:
             continue
         shown = ", ".join(f"{name} {number(value, 4)}" for name, value in values.items())
-        lines.append(f"  {STAGE_WORDS.get(stage, stage)}: {scored[stage]} records; {shown}")
+        lines.append(f"  {STAGE_WORDS.get(stage, stage)}: {scored[stage]} valid records; {shown}")
     if not scored.get("reranker_input") and not scored.get("reranker"):
         lines.append(
             "No reranker stage: no RERANKER span among the traces (trace records hold the first "

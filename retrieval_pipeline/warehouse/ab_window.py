@@ -2,7 +2,9 @@
 
 `read_window` runs `sql/rpt_comparison_window.sql` (what the window holds and each day's level of
 each arm), then `rpt_comparison_pairs` (the paired differences per segment and metric) and
-`rpt_comparison_coverage` (the counts), and hands `ab.day.compare_window` a `WindowData`.
+`rpt_comparison_coverage` (the counts), and hands `ab.day.compare_window` a `WindowData`, with
+the partition day's own threshold misses from `segment_metrics`, the table the regression report
+reads (`gate.misses_of`: the same misses in the same words).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from retrieval_pipeline.ab.day import WindowData, arms_present
 from retrieval_pipeline.ab.pairing import choose_metrics, metric_order
 from retrieval_pipeline.ab.stats import ArmSummary, PairedDifferences
 from retrieval_pipeline.config import PipelineConfig
+from retrieval_pipeline.gate import Miss, misses_of
 from retrieval_pipeline.segments import OVERALL_SEGMENT
+from retrieval_pipeline.warehouse.nightly import read_segment_metrics
 from retrieval_pipeline.warehouse.sql import load_sql
 
 
@@ -51,8 +55,9 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
     ]
     variants = tuple(sorted({g.variant for g in groups}))
     days = len({g.partition_date for g in groups})
+    day_misses = read_day_misses(conn, day)
     if not groups or not arms_present(variants, config):
-        return WindowData(days, variants, None)
+        return WindowData(days, variants, None, day_misses)
     arms = (section.control, section.candidate)
     metrics = choose_metrics(metric_order(sorted({g.metric for g in groups})), config.metrics)
     # as the pandas pairing sees them: the rows of the compared metrics only
@@ -124,4 +129,10 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
         judged_metric=judged_metric if judged else None,
         judged=judged,
     )
-    return WindowData(days, variants, data)
+    return WindowData(days, variants, data, day_misses)
+
+
+def read_day_misses(conn: duckdb.DuckDBPyConnection, day: date) -> tuple[Miss, ...]:
+    """Partition `day`'s own threshold misses, as its regression report names them: from the
+    day's `segment_metrics` rows, whose status the regression rows copy (none if not built)."""
+    return tuple(misses_of(read_segment_metrics(conn, day, day)))

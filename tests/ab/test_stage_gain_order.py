@@ -43,4 +43,5 @@ def test_the_gain_and_its_interval_are_the_same_in_any_row_order() -> None:
     expected = float(
         (reranked.loc[faq, "mrr"].to_numpy() - given.loc[faq, "mrr"].to_numpy()).mean()
     )
+    assert ordered[0].stats.delta is not None
     assert np.isclose(ordered[0].stats.delta, expected, rtol=1e-12)

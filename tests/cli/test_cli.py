@@ -58,7 +58,10 @@ def test_summary_counts_and_means(traces: Path) -> None:
         main, ["evaluate", str(traces), "--metrics", "precision@5,recall@20,mrr,map"]
     )
     assert result.exit_code == 0, result.output
-    assert "Read 4 records from 1 file(s): 3 scored, 1 quarantined." in result.output
+    assert (
+        "Read 4 records from 1 file(s): 3 valid (2 scored; 1 unannotated, not scored), "
+        "1 quarantined." in result.output
+    )
     assert "Annotated traces: 2 of 3 (66.7%); 1 unannotated (not scored)" in result.output
     assert "repeated retrieved ids dropped: 1." in result.output
     means = {
@@ -92,7 +95,7 @@ def test_json_summary_and_output_files(traces: Path, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
-    assert summary["records_read"] == summary["records_scored"] + summary["records_quarantined"]
+    assert summary["records_read"] == summary["records_valid"] + summary["records_quarantined"]
     assert summary["means"]["mrr"] == pytest.approx((1 / 2 + 1) / 2)
     table = pd.read_parquet(out)
     assert list(table.columns) == [
@@ -131,7 +134,8 @@ def test_output_formats_by_extension(traces: Path, tmp_path: Path, suffix: str) 
 )
 def test_bad_options_fail_with_one_line(traces: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["evaluate", str(traces), *args])
-    assert result.exit_code == 1
+    assert result.exit_code == (1 if args[0] == "--output" else 2)  # a bad option value: 2
+    assert result.output.count("\n") == 1 and result.output.startswith("Error: ")
     assert message in result.output
     assert "Traceback" not in result.output
 
@@ -236,3 +240,22 @@ def test_stages_load_scipy_only_when_asked(traces: Path) -> None:
         capture_output=True,
         preexec_fn=default_signals,
     )
+
+
+def test_an_unknown_metric_exits_2_and_suggests_the_closest(traces: Path) -> None:
+    result = CliRunner().invoke(main, ["evaluate", str(traces), "--metrics", "mrr,ndgc@10"])
+    assert result.exit_code == 2
+    assert result.output.startswith(
+        "Error: --metrics: unknown metric 'ndgc@10': did you mean ndcg@10? valid metrics:"
+    )
+    assert result.output.count("\n") == 1
+    far = CliRunner().invoke(main, ["evaluate", str(traces), "--metrics", "bleu@4"])
+    assert far.exit_code == 2 and "did you mean" not in far.output  # nothing close: no guess
+
+
+def test_json_keeps_records_scored_as_a_deprecated_alias(traces: Path) -> None:
+    result = CliRunner().invoke(main, ["evaluate", str(traces), "--format", "json"])
+    data = json.loads(result.output)
+    assert data["records_scored"] == data["records_valid"] == 3
+    assert data["deprecated_keys"] == {"records_scored": "records_valid"}
+    assert data["records_valid"] == data["traces_annotated"] + data["traces_unannotated"]

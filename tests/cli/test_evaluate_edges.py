@@ -136,7 +136,10 @@ def test_past_five_skipped_files_the_rest_are_counted(traces: Path) -> None:
     (note,) = [line for line in result.stderr.splitlines() if line.startswith("skipped")]
     assert note.startswith("skipped 7 file(s) that are not trace files by their name: ")
     assert note.endswith(f"{folder / 'note4.txt'} and 2 more")
-    assert "Read 5 records from 1 file(s): 5 scored, 0 quarantined." in result.stdout
+    assert (
+        "Read 5 records from 1 file(s): 5 valid (4 scored; 1 unannotated, not scored), "
+        "0 quarantined."
+    ) in result.stdout
 
 
 def test_trace_files_without_a_record_are_an_error(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def test_a_misspelt_required_field_quarantines_and_is_named(tmp_path: Path) -> N
     ]  # fmt: skip
     result = run(str(write(tmp_path / "t.jsonl", records)))
     assert result.exit_code == 1
-    assert "0 scored, 3 quarantined" in result.output
+    assert "0 valid (0 scored; 0 unannotated, not scored), 3 quarantined" in result.output
     assert "Unknown field retrieved_docs in 3 records: did you mean retrieved_ids?" in (
         result.output
     )
@@ -75,7 +75,7 @@ def test_extra_fields_beside_scored_traces_are_told_and_exit_0(tmp_path: Path) -
     assert result.exit_code == 0, result.output
     assert "Unknown field latency_ms in 2 records, not read" in result.output
     # t1: relevant d2 at rank 2 -> rr 1/2; t2: d1 at rank 1 -> rr 1; t3 quarantined
-    assert "2 scored, 1 quarantined" in result.output
+    assert "2 valid (2 scored; 0 unannotated, not scored), 1 quarantined" in result.output
     data = json.loads(run(str(traces), "--output-format", "json").stdout)
     assert data["means"]["mrr"] == (1 / 2 + 1) / 2
 

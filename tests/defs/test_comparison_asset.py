@@ -7,6 +7,7 @@ The expected numbers are computed another way: `compare_variants` on the per-tra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import dataclass
@@ -269,8 +270,13 @@ def test_the_warehouse_aggregates_equal_the_rows_aggregated_in_pandas(
             "select * from query_metrics where partition_date between $start and $end",
             {"start": start, "end": end},
         ).df()
+    # the day's own misses are the regression report's, word for word (issue 34, item 6): the
+    # 3-day window is not flagged while the day alone misses multi_hop / candidate
+    regression = json.loads((setup.reports() / f"regression_report_{END}.json").read_text())
+    assert [m.to_dict() for m in window.day_misses] == regression["misses"] != []
+    oracle = dataclasses.replace(window_from_rows(rows, config), day_misses=window.day_misses)
     from_sql = compare_window(window, END, config).to_dict()
-    from_rows = compare_window(window_from_rows(rows, config), END, config).to_dict()
+    from_rows = compare_window(oracle, END, config).to_dict()
     assert from_sql["window"] == from_rows["window"]
     assert from_sql["variants_in_window"] == from_rows["variants_in_window"]
     got, want = from_sql.pop("comparison"), from_rows.pop("comparison")

@@ -371,8 +371,8 @@ def test_the_report_finds_the_injected_regression_and_nothing_else(nightly: Setu
     ]
     miss = report["misses"][0]
     words = (
-        f"multi_hop / candidate: ndcg@10 = {miss['value']:.3f} < {miss['threshold']:.3f} "
-        f"({miss['value'] - miss['threshold']:+.3f})"
+        f"multi_hop / candidate: ndcg@10 = {miss['value']:.3f}, "
+        f"{miss['threshold'] - miss['value']:.3f} below the threshold {miss['threshold']:.3f}"
     )
     assert miss["words"] == words
     assert f"- {words}" in (nightly.reports / "regression_report_2026-11-30.md").read_text()

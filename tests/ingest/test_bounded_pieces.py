@@ -153,7 +153,9 @@ def test_evaluate_quarantines_a_line_over_the_limit_with_its_size(
     quarantine = tmp_path / "q.jsonl"
     result = CliRunner().invoke(main, ["evaluate", str(path), "--quarantine", str(quarantine)])
     assert result.exit_code == 0, result.output
-    assert "Read 3 records from 1 file(s): 2 scored, 1 quarantined." in result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("Read 3 records from 1 file(s): 2 valid (")
+    assert first.endswith("), 1 quarantined.")
     reason = too_long_reason(len(long_record), 4096)
     assert reason == (
         f"the line is too long to read: {len(long_record):,} bytes, more than the limit of "

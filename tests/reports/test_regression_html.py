@@ -108,7 +108,9 @@ def test_a_hostile_segment_name_is_escaped(page: str) -> None:
     assert "<script" not in page.lower()
     assert ESCAPED in page
     # the miss, in words, names the hostile segment as text
-    words = f"{ESCAPED} / candidate: ndcg@10 = {NDCG:.3f} &lt; 0.650 ({NDCG - 0.65:+.3f})"
+    words = (
+        f"{ESCAPED} / candidate: ndcg@10 = {NDCG:.3f}, {0.65 - NDCG:.3f} below the threshold 0.650"
+    )
     assert f"<li>{words}</li>" in page
     for svg in svgs(page):
         assert "<script" not in svg.lower()

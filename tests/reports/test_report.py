@@ -81,14 +81,14 @@ def rows() -> pd.DataFrame:
 
 def test_a_miss_in_words() -> None:
     miss = Miss("multi_hop", "candidate", "ndcg@10", 0.642, 0.700)
-    assert miss.words() == "multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)"
+    assert miss.words() == "multi_hop / candidate: ndcg@10 = 0.642, 0.058 below the threshold 0.700"
     assert miss.margin == pytest.approx(0.642 - 0.700)
 
 
 def test_the_overall_row_reads_all_segments() -> None:
     miss = Miss(OVERALL_SEGMENT, "control", "mrr", 0.5, 0.65, partition=DAY)
     assert miss.words(with_day=True) == (
-        "2026-11-30 all segments / control: mrr = 0.500 < 0.650 (-0.150)"
+        "2026-11-30 all segments / control: mrr = 0.500, 0.150 below the threshold 0.650"
     )
 
 
@@ -110,8 +110,8 @@ def test_escape_markdown(raw: str, safe: str) -> None:
 
 def test_misses_are_the_failing_rows_in_order(rows: pd.DataFrame) -> None:
     assert [m.words() for m in misses_of(rows)] == [
-        "code|x / control: mrr = 0.600 < 0.650 (-0.050)",
-        "multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)",
+        "code|x / control: mrr = 0.600, 0.050 below the threshold 0.650",
+        "multi_hop / candidate: ndcg@10 = 0.642, 0.058 below the threshold 0.700",
     ]
 
 
@@ -119,10 +119,22 @@ def test_report_markdown(rows: pd.DataFrame) -> None:
     report = build_report(rows, CONFIG, DAY)
     text = report.to_markdown()
     assert text.startswith("# Retrieval regression report: 2026-11-30\n")
-    assert "Baseline: the trailing 7 days (2026-11-23..2026-11-29), 7 day(s) with data." in text
+    # the headline: the window (the day alone, beside its baseline) and the test
+    minimums = sorted(set(rows["min_annotated"]))
+    assert len(minimums) == 1
+    assert text.split("\n\n")[1] == (
+        "Window: the day 2026-11-30 alone, beside its baseline, the trailing 7 days "
+        "(2026-11-23..2026-11-29), 7 day(s) with data. Test: each segment's mean over the day's "
+        "annotated traces against its threshold, a miss when below it (no verdict with fewer "
+        f"than {minimums[0]} annotated traces); change from baseline = the day's mean - the "
+        "baseline's, not a test (a mean whose 95% interval lies wholly below its baseline is "
+        "listed under Watch)."
+    )
+    assert report.to_dict()["window_and_test"] == text.split("\n\n")[1]
+    assert "| change from baseline | threshold | status | value - threshold |" in text
     assert "**2 threshold misses:**" in text
-    assert "- multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)" in text
-    assert "- code\\|x / control: mrr = 0.600 < 0.650 (-0.050)" in text
+    assert "- multi_hop / candidate: ndcg@10 = 0.642, 0.058 below the threshold 0.700" in text
+    assert "- code\\|x / control: mrr = 0.600, 0.050 below the threshold 0.650" in text
     assert "Not enough annotated traces for a verdict: long_tail / control (12 < 20)." in text
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + len(rows)  # header + one line per row
@@ -139,7 +151,10 @@ def test_report_escapes_hostile_segment_names() -> None:
     rows = pd.DataFrame([row(hostile, "v\n2", "mrr", 0.1, 0.65, "fail")])
     text = build_report(rows, CONFIG, DAY).to_markdown()
     assert "<img" not in text and "`rm`" not in text
-    assert "&lt;img src=x&gt;\\|\\`rm\\` next / v 2: mrr = 0.100 < 0.650 (-0.550)" in text
+    assert (
+        "&lt;img src=x&gt;\\|\\`rm\\` next / v 2: mrr = 0.100, 0.550 below the threshold 0.650"
+        in text
+    )
 
 
 def test_report_json(rows: pd.DataFrame) -> None:
@@ -186,8 +201,9 @@ def test_a_report_without_data() -> None:
 
 def test_summary_lists_the_misses(rows: pd.DataFrame) -> None:
     assert build_report(rows, CONFIG, DAY).summary() == (
-        "2026-11-30: 2 threshold misses: code|x / control: mrr = 0.600 < 0.650 (-0.050); "
-        "multi_hop / candidate: ndcg@10 = 0.642 < 0.700 (-0.058)"
+        "2026-11-30: 2 threshold misses: code|x / control: mrr = 0.600, 0.050 below the "
+        "threshold 0.650; "
+        "multi_hop / candidate: ndcg@10 = 0.642, 0.058 below the threshold 0.700"
     )
 
 
