@@ -11,6 +11,7 @@ $RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS=0 stores traces without their id lists.
 from __future__ import annotations
 
 import gc
+import logging
 from pathlib import Path
 
 import dagster as dg
@@ -57,6 +58,9 @@ ASSETS = [
 SHARDED = frozenset({"traces", "labels", "query_metrics"})
 
 
+LOG = logging.getLogger(__name__)
+
+
 def nightly_assets(execution: ExecutionConfig) -> list[dg.AssetsDefinition]:
     """The nightly's assets: as they are, or with `traces`, `labels` and `query_metrics` made
     one sharded asset of the same keys (`[execution] shards`, docs/scaling.md)."""
@@ -99,6 +103,24 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
     loaded = load_config(path)  # validate now, not at the first run
     duckdb_budget()  # a bad RETRIEVAL_PIPELINE_DUCKDB_* variable fails here too, named
     optional = [click_labels.click_labels] if loaded.click_labels.enabled else []
+    trace_store = TraceStoreResource(
+        root=_env_or(STORE_ENV, DEFAULT_STORE),
+        phoenix_endpoint=dg.EnvVar(PHOENIX_ENDPOINT_ENV)
+        if environment.phoenix_endpoint()
+        else None,
+        phoenix_project=dg.EnvVar(PHOENIX_PROJECT_ENV) if environment.phoenix_project() else None,
+        config_path=str(path.absolute()) if path else None,
+    )
+    # the store as the variables name it now (the resource holds EnvVars, read when a run starts)
+    missing = TraceStoreResource(
+        root=str(environment.path(STORE_ENV) or Path(DEFAULT_STORE).absolute()),
+        phoenix_endpoint=environment.phoenix_endpoint(),
+        phoenix_project=environment.phoenix_project(),
+    ).missing_folder()
+    if missing is not None:  # `dagster dev` from another folder: said when the definitions load
+        LOG.warning(
+            "retrieval_pipeline: %s; the partitions and plots stay empty until it does", missing
+        )
     return dg.Definitions(
         assets=[
             *nightly_assets(loaded.execution),
@@ -112,16 +134,7 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
         sensors=[live.live_monitoring_sensor],
         resources={
             "live_monitor": live.LiveMonitorResource(),
-            "trace_store": TraceStoreResource(
-                root=_env_or(STORE_ENV, DEFAULT_STORE),
-                phoenix_endpoint=dg.EnvVar(PHOENIX_ENDPOINT_ENV)
-                if environment.phoenix_endpoint()
-                else None,
-                phoenix_project=dg.EnvVar(PHOENIX_PROJECT_ENV)
-                if environment.phoenix_project()
-                else None,
-                config_path=str(path.absolute()) if path else None,
-            ),
+            "trace_store": trace_store,
             "warehouse": WarehouseResource(
                 database=_env_or(DB_ENV, DEFAULT_DB),
                 store_retrieved_ids=store_retrieved_ids(),

@@ -63,6 +63,27 @@ class TraceStoreResource(dg.ConfigurableResource):
         config = load_config(self.config_path) if self.config_path else PipelineConfig()
         return SpanReading(config.trace_format)
 
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """A local store's folder must exist before a step starts: told in one line naming the
+        variable and the folder tried, and before the warehouse writes anything."""
+        problem = self.missing_folder()
+        if problem is not None:
+            raise dg.Failure(description=problem)
+
+    def missing_folder(self) -> str | None:
+        """What is wrong when the store is a local folder that does not exist (None: it exists,
+        or the store is an object store or a Phoenix server)."""
+        if self.phoenix_endpoint or self.phoenix_project or "://" in self.root:
+            return None
+        folder = Path(self.root).expanduser().absolute()
+        if folder.is_dir():
+            return None
+        return (
+            f"the trace store folder {folder} does not exist: set {STORE_ENV} to your store's "
+            f"folder (or run from the folder that holds {self.root}; `retrieval-pipeline sample "
+            f"--out {self.root}` writes a sample store there)"
+        )
+
     def get_store(self) -> TraceStore:
         if self.phoenix_endpoint or self.phoenix_project:
             if not (self.phoenix_endpoint and self.phoenix_project):
@@ -75,8 +96,9 @@ class TraceStoreResource(dg.ConfigurableResource):
 
 
 class WarehouseResource(DuckDBResource):
-    """The DuckDB warehouse file: its folder is created before any connection is tried (a missing
-    folder would make every connect retry for about 100 s), and every connection is opened by the
+    """The DuckDB warehouse file: its folder is created when a step first connects (a missing
+    folder would make every connect retry for about 100 s; a run that fails before, on a missing
+    trace store say, leaves nothing behind), and every connection is opened by the
     warehouse (`warehouse.connection.connect`: its row groups, a UTC session, the tables and
     macros).
 
@@ -94,9 +116,6 @@ class WarehouseResource(DuckDBResource):
     def _ensure_folder(self) -> None:
         if self.database != ":memory:":
             Path(self.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._ensure_folder()
 
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
