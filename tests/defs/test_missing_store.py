@@ -42,7 +42,7 @@ def test_the_definitions_say_the_store_is_missing_when_they_load(
 def test_a_run_on_a_missing_store_fails_in_one_line_and_creates_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "store"
     data = tmp_path / "data"
-    resources = {
+    resources: dict[str, object] = {
         "trace_store": TraceStoreResource(root=str(missing)),
         "warehouse": WarehouseResource(database=str(data / "warehouse.duckdb")),
         "settings": PipelineSettingsResource(),
