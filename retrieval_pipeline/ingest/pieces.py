@@ -45,6 +45,9 @@ class RawPiece:
     rows: pa.Table | None = None
     # spans of other kinds or stages read with this piece and left out (ingest.span_pieces)
     skipped: int = 0
+    # records made from spans (ingest.span_pieces): their fields are the converter's, and a
+    # quarantined span's text is the span itself, so no field is "unknown" there
+    from_spans: bool = False
 
 
 # The columns `numbered_rows` adds; a file's own column of one of these names is refused.
@@ -131,7 +134,7 @@ def _kind(piece: RawPiece) -> tuple[object, ...]:
     if piece.typed is not None:
         rows = piece.rows.schema if piece.rows is not None else None
         return ("typed", piece.typed.schema, rows)
-    return ("text",) if piece.jsonl is not None else ("records",)
+    return ("text",) if piece.jsonl is not None else ("records", piece.from_spans)
 
 
 def _joinable(last: RawPiece, piece: RawPiece) -> bool:
@@ -156,4 +159,4 @@ def _joined(held: list[RawPiece]) -> RawPiece:
         typed = pa.concat_tables([p.typed for p in held if p.typed is not None]).combine_chunks()
     if first.rows is not None:
         rows = pa.concat_tables([p.rows for p in held if p.rows is not None]).combine_chunks()
-    return RawPiece(records, typed=typed, rows=rows, skipped=skipped)
+    return RawPiece(records, typed=typed, rows=rows, skipped=skipped, from_spans=first.from_spans)

@@ -89,4 +89,4 @@ def _piece(rows: list[tuple[str, int, int, str, str | None]], skipped: int) -> R
         [pa.array(list(c), type=f.type) for c, f in zip(columns, RAW_SCHEMA, strict=True)],
         schema=RAW_SCHEMA,
     )
-    return RawPiece(table, skipped=skipped)
+    return RawPiece(table, skipped=skipped, from_spans=True)

@@ -236,7 +236,7 @@ def _record_fields(conn: duckdb.DuckDBPyConnection, piece: RawPiece) -> tuple[bo
     how many records carry each field a trace record does not have: from the columns of Parquet
     or Arrow rows (their JSON text is not written for this), else from the one parse of the
     records' text in sql/agg_record_fields.sql."""
-    if piece.records.num_rows == 0:
+    if piece.records.num_rows == 0 or piece.from_spans:
         return False, Counter()
     if piece.rows is not None:
         columns = set(piece.rows.column_names) - set(RECORD_FIELDS) - set(ROW_NUMBER_COLUMNS)

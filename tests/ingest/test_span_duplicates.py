@@ -60,7 +60,11 @@ def test_evaluate_counts_spans_once_and_the_counts_add_up(tmp_path: Path) -> Non
     export = write(tmp_path / "spans.jsonl", [export_line([[first, again, elsewhere]])])
     result = CliRunner().invoke(main, ["evaluate", str(export), "--metrics", "mrr"])
     assert result.exit_code == 0, result.output
-    assert "Read 3 records from 1 file(s): 1 scored, 2 quarantined." in result.output
+    assert (
+        "Read 3 records from 1 file(s): 1 valid (1 scored; 0 unannotated, not scored), "
+        "2 quarantined." in result.output
+    )
+    assert "Unknown field" not in result.output  # a quarantined span's own keys are not fields
     assert f"duplicate span id {SPAN} in trace {TRACE}: first seen at line 1" in result.output
     assert f"duplicate trace_id {SPAN}" in result.output
 

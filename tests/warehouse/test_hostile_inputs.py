@@ -204,7 +204,7 @@ def test_the_whole_corpus_at_once_accounts_for_every_record(tmp_path: Path) -> N
     out = tmp_path / "rejected.jsonl"
     result = CliRunner().invoke(main, ["evaluate", str(CORPUS), "--quarantine", str(out)])
     assert result.exit_code == 0, result.output
-    assert f"{records} records" in result.output and f"{len(scored)} scored" in result.output
+    assert f"{records} records" in result.output and f"{len(scored)} valid (" in result.output
     first_file = CORPUS / "grades.jsonl"  # the first file in name order with a bad line
     assert f"{first_file}:1: " + EXPECTED["grades.jsonl"][0][1][1] in result.output
     rejected = pd.read_json(out, lines=True)
