@@ -25,6 +25,7 @@ from retrieval_pipeline.defs.executor import (
     multiprocess_freeing_dead_slots,
 )
 from retrieval_pipeline.defs.nightly import assets, checks, click_labels, gate, judgments, stages
+from retrieval_pipeline.defs.partitions import tell_outside_days
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
     DB_ENV,
@@ -153,6 +154,7 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
 
 
 defs = build_defs()
+tell_outside_days()  # `dagster asset materialize` with a day outside the range: one line
 
 # Dagster and the libraries loaded with these definitions are hundreds of thousands of objects that
 # live as long as the process. Frozen, Python's full collections stop rescanning them at every run

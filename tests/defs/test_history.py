@@ -40,9 +40,9 @@ def test_each_partition_of_a_range_run_has_its_own_numbers(
         metadata = reports[day.isoformat()]
         report = json.loads((setup.reports / f"regression_report_{day}.json").read_text())
         for name, value in report["headline"].items():
-            assert metadata[name] == pytest.approx(value)
+            assert metadata[f"Overall {name}"] == pytest.approx(value)
         seen.add(tuple(round(v, 12) for v in report["headline"].values()))
-        assert metadata["misses"] == len(report["misses"])
+        assert metadata["Misses"] == len(report["misses"])
         assert str(metadata["markdown_path"]).endswith(f"regression_report_{day}.md")
         # a segment's numbers too, from the report's own rows
         row = next(
@@ -50,10 +50,11 @@ def test_each_partition_of_a_range_run_has_its_own_numbers(
             for r in report["rows"]
             if (r["segment"], r["variant"], r["metric"]) == ("multi_hop", "candidate", "ndcg@10")
         )
-        assert metadata["ndcg@10 (multi_hop, candidate)"] == pytest.approx(row["mean"])
+        assert metadata["Segment multi_hop: ndcg@10 (candidate)"] == pytest.approx(row["mean"])
+        assert metadata["Segment multi_hop: ndcg@10 (candidate) threshold"] == row["threshold"]
     assert len(seen) == len(DAYS)  # three days, three different points
     # the injected regression's day alone has misses
-    assert [reports[d.isoformat()]["misses"] > 0 for d in DAYS] == [False, False, True]
+    assert [reports[d.isoformat()]["Misses"] > 0 for d in DAYS] == [False, False, True]
     read = setup.query("select partition_date, count(*) as n from traces group by all order by all")
     quarantined = setup.query(
         "select partition_date, count(*) as n from quarantine group by all order by all"

@@ -48,7 +48,13 @@ MATERIALIZATIONS = """
 { assetOrError(assetKey: {path: ["regression_report"]}) { ... on Asset {
     assetMaterializations(limit: 1000) {
       partition timestamp
-      metadataEntries { label ... on FloatMetadataEntry { floatValue } } } } } }
+      metadataEntries { label ... on FloatMetadataEntry { floatValue }
+        ... on IntMetadataEntry { intValue } } } } } }
+"""
+SCHEDULE_STATE = """
+{ scheduleOrError(scheduleSelector: {repositoryLocationName: "retrieval_pipeline.defs",
+    repositoryName: "__repository__", scheduleName: "nightly_schedule"}) {
+    ... on Schedule { scheduleState { status } } } }
 """
 PARTITION_STATS = """
 { assetNodeOrError(assetKey: {path: ["%s"]}) { ... on AssetNode {
@@ -68,8 +74,9 @@ def plotted_points(url: str) -> dict[str, dict[str, float]]:
     series: dict[str, dict[str, float]] = defaultdict(dict)
     for partition, event in latest.items():
         for entry in event["metadataEntries"]:
-            if "floatValue" in entry:
-                series[entry["label"]][partition] = entry["floatValue"]
+            for kind in ("floatValue", "intValue"):
+                if kind in entry:
+                    series[entry["label"]][partition] = entry[kind]
     return series
 
 
@@ -132,6 +139,9 @@ def test_the_ui_plots_every_day_after_the_quickstart(tmp_path: Path) -> None:
 
 
 def check_history(url: str, data: Path) -> None:
+    # the nightly runs from the first start, without a toggle in the UI (issue 34, item 1)
+    schedule = graphql(url, SCHEDULE_STATE)["scheduleOrError"]
+    assert schedule == {"scheduleState": {"status": "RUNNING"}}, schedule
     for asset in ("traces", "segment_metrics", "regression_report"):
         stats = graphql(url, PARTITION_STATS % asset)["assetNodeOrError"]["partitionStats"]
         assert stats == {"numMaterialized": DAYS, "numPartitions": DAYS, "numFailed": 0}, asset
@@ -144,13 +154,24 @@ def check_history(url: str, data: Path) -> None:
     headline = {name for report in reports.values() for name in report["headline"]}
     assert headline == {f"{m} ({v})" for m in ("ndcg@10", "mrr") for v in ("control", "candidate")}
     for name in headline:
-        assert series[name] == pytest.approx(
+        assert series[f"Overall {name}"] == pytest.approx(
             {day: report["headline"][name] for day, report in reports.items()}
         ), name
-    segment = series["ndcg@10 (multi_hop, candidate)"]
+    segment = series["Segment multi_hop: ndcg@10 (candidate)"]
     assert len(segment) == DAYS
     last = max(segment)
     assert segment[last] < min(v for day, v in segment.items() if day != last) - 0.1  # the drop
+    # each threshold is a series beside its metric, one point a day, the report's threshold
+    threshold = series["Segment multi_hop: ndcg@10 (candidate) threshold"]
+    assert threshold == {
+        day: next(
+            r["threshold"]
+            for r in report["rows"]
+            if (r["segment"], r["variant"], r["metric"]) == ("multi_hop", "candidate", "ndcg@10")
+        )
+        for day, report in reports.items()
+    }
+    assert series["Misses"] == {day: len(report["misses"]) for day, report in reports.items()}
 
 
 # True once at least four canvases hold drawn pixels and none changed since the last poll (the
@@ -173,6 +194,18 @@ CHARTS_DRAWN = """(() => {
 })()"""
 
 
+PLOT_ORDER = [
+    "Misses",
+    "Overall mrr (candidate)",
+    "Overall ndcg@10 (candidate)",
+    "Overall ndcg@10 (candidate) threshold",
+    "Overall ndcg@10 (control)",
+    "Segment multi_hop: ndcg@10 (candidate)",
+    "Segment multi_hop: ndcg@10 (candidate) threshold",
+    "Watch list",
+]
+
+
 def check_screenshot(url: str, folder: Path) -> None:
     from PIL import Image
 
@@ -187,8 +220,17 @@ def check_screenshot(url: str, folder: Path) -> None:
         page.js(f"{button}.click()")
         page.wait_for("document.querySelectorAll('canvas').length >= 4", "the plots")
         page.wait_for(
-            "document.body.innerText.includes('ndcg@10 (multi_hop, candidate)')", "a segment plot"
+            "document.body.innerText.includes('Segment multi_hop: ndcg@10 (candidate)')",
+            "a segment plot",
         )
+        # the UI sorts plots by label: the misses, the headline metrics, then the segments,
+        # each threshold right after its metric
+        order = page.js(
+            "(() => { const t = document.body.innerText; return ["
+            + ", ".join(f"t.indexOf({json.dumps(label)})" for label in PLOT_ORDER)
+            + "]; })()"
+        )
+        assert -1 not in order and order == sorted(order), dict(zip(PLOT_ORDER, order, strict=True))
         page.wait_for(CHARTS_DRAWN, "the plots drawn and still", within_s=60)
         shot = page.screenshot(folder / "regression_report_plots.png")
     with Image.open(shot) as image:

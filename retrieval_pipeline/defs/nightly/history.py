@@ -166,34 +166,70 @@ def segment_metadata(rows: pd.DataFrame, with_day: bool) -> Metadata:
     }
 
 
-def segment_values(report: RegressionReport) -> dict[str, float]:
-    """Each headline metric of each segment and variant (the overall rows are the headline
-    values): `ndcg@10 (multi_hop, candidate)`, so a segment's drop shows in the Plots view."""
-    out: dict[str, float] = {}
+# The Plots view sorts its plots by label (Dagster 1.13's UI: the first 100 numeric labels of
+# the latest materialization, then sorted), so the labels set the order: the counts of misses,
+# then each variant's overall headline metrics, then the segments, then the watch list; each
+# threshold is a series of its own, named after its metric, so it sorts beside it.
+MISSES_LABEL = "Misses"
+WATCH_LABEL = "Watch list"
+THRESHOLD_SUFFIX = " threshold"
+
+
+def plot_label(segment: str, variant: str, metric: str) -> str:
+    """`Overall ndcg@10 (candidate)`, `Segment multi_hop: ndcg@10 (candidate)`."""
+    if segment == OVERALL_SEGMENT:
+        return f"Overall {metric} ({variant})"
+    return f"Segment {segment}: {metric} ({variant})"
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or pd.isna(value):
+        return None
+    return float(value)
+
+
+def plot_values(report: RegressionReport) -> dict[str, float]:
+    """The numbers the Plots view draws, most telling first (the UI keeps the first 100 labels):
+    each variant's overall headline metrics, the day's misses, then every other segment's
+    headline metrics; each mean followed by its threshold (`... threshold`) where one is set.
+    A mean that is not a number is left out rather than plotted; its threshold still is."""
     if report.rows.empty:
-        return out
-    for row in report.rows.to_dict(orient="records"):
-        if row["segment"] == OVERALL_SEGMENT or row["metric"] not in report.headline_metrics:
+        return {}
+    rows = report.rows.to_dict(orient="records")
+    missed = {(m.segment, m.variant, m.metric) for m in report.misses}
+
+    def rank(row: dict[str, Any]) -> tuple[int, str, str, str]:
+        key = (row["segment"], row["variant"], row["metric"])
+        group = 0 if row["segment"] == OVERALL_SEGMENT else 1 if key in missed else 2
+        return (group, str(key[0]), str(key[1]), str(key[2]))
+
+    out: dict[str, float] = {}
+    for row in sorted(rows, key=rank):
+        key = (row["segment"], row["variant"], row["metric"])
+        if row["metric"] not in report.headline_metrics and key not in missed:
             continue
-        mean = row["mean"]
-        if isinstance(mean, int | float) and not pd.isna(mean):
-            out[f"{row['metric']} ({row['segment']}, {row['variant']})"] = float(mean)
-    return dict(sorted(out.items()))
+        label = plot_label(*(str(part) for part in key))
+        mean, threshold = _number(row["mean"]), _number(row.get("threshold"))
+        if mean is not None:
+            out[label] = mean
+        if threshold is not None:
+            out[label + THRESHOLD_SUFFIX] = threshold
+    return out
 
 
 def report_metadata(report: RegressionReport, stem: str) -> Metadata:
     """One day's report: its summary, misses, the report itself, its files, and its numbers
-    (headline and per segment) for the Plots view."""
+    for the Plots view (`plot_values`, with the counts of misses and of the watch list)."""
     return {
         "summary": report.summary(),
-        "misses": len(report.misses),
-        "watch": len(report.watch()),
+        MISSES_LABEL: len(report.misses),
+        "misses_in_words": "\n".join(m.words() for m in report.misses) or "none",
+        **plot_values(report),
+        WATCH_LABEL: len(report.watch()),
         "watch_in_words": "\n".join(w.words() for w in report.watch()) or "none",
         "report": dg.MetadataValue.md(report.to_markdown()),
         "files": "\n".join(f"{stem}.{suffix}" for suffix in ("md", "json", "html")),
         "markdown_path": dg.MetadataValue.path(f"{stem}.md"),
-        **report.headline_values(),
-        **segment_values(report),
     }
 
 
