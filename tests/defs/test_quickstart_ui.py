@@ -1,7 +1,9 @@
 """After `./scripts/quickstart` (14 days of sample traces, 13 backfilled in one run, then the
-nightly run of the last), the Dagster UI has a history: Dagster's GraphQL API returns 14 plotted
-points per headline series and per segment series, every partition is materialized, and the asset
-page's Plots view draws them (a screenshot in headless Chromium).
+nightly run of the last), the Dagster UI has a history: the schedule is running, Dagster's GraphQL
+API returns 14 plotted points per headline series and per segment series, every partition is
+materialized, and the asset page's Plots view draws them (a screenshot in headless Chromium).
+Then an older day is rerun as the README does it, and the latest day's check verdict stays as it
+was (issue 34's first-week test).
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +140,39 @@ def test_the_ui_plots_every_day_after_the_quickstart(tmp_path: Path) -> None:
         check_screenshot(url, tmp_path)
     finally:
         stop_group(server)
+    check_rerun_keeps_the_latest_verdict(home, server_env)
+
+
+def check_rerun_keeps_the_latest_verdict(home: Path, env: dict[str, str]) -> None:
+    """Rerunning an older day, as a user would with the README's command, leaves the latest
+    day's check verdict as it was: failing (the sample's injected regression)."""
+    import dagster as dg
+
+    from tests.defs.test_check_partitions import THRESHOLDS, verdict
+
+    today = datetime.now(UTC).date()
+    latest, older = today - timedelta(days=1), today - timedelta(days=3)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert (verdict(instance, THRESHOLDS, latest), verdict(instance, THRESHOLDS, older)) == (
+            False,
+            True,
+        )
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    command = [dagster, "asset", "materialize", "-m", "retrieval_pipeline.defs", "--select", "*"]
+    rerun = subprocess.run(
+        [*command, "--partition", older.isoformat()],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=default_signals,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        latest_of_check = instance.get_latest_asset_check_evaluation_record(THRESHOLDS)
+        assert latest_of_check is not None and latest_of_check.partition == older.isoformat()
+        assert verdict(instance, THRESHOLDS, latest) is False  # unchanged by the rerun
 
 
 def check_history(url: str, data: Path) -> None:
