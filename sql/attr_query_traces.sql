@@ -66,6 +66,7 @@ joined as (
         scored.value,
         traces.served_at,
         traces.retrieved_ids,
+        traces.n_retrieved,
         traces.labels,
         scored.partition_date = $day as on_day,
         coalesce(stale.stale_ids, []) as stale_ids

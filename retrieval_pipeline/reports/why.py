@@ -21,7 +21,13 @@ from typing import Any
 
 import pandas as pd
 
-from retrieval_pipeline.reports.why_causes import QueryChange, QueryTrace, Scoring, split_query
+from retrieval_pipeline.reports.why_causes import (
+    QueryChange,
+    QueryTrace,
+    Scoring,
+    ranking_from_labels,
+    split_query,
+)
 from retrieval_pipeline.segments import segment_label
 from retrieval_pipeline.text import escape_markdown, markdown_table, number
 
@@ -32,7 +38,7 @@ TRACES_PER_SIDE = 200  # the latest traces of a query per side (day, baseline) t
 CAUSES: dict[str, str] = {
     "rankings": "rankings (same labels, another order)",
     "labels": "labels (new, changed or stale)",
-    "coverage": "coverage (unjudged documents in the top k)",
+    "coverage": "coverage (unjudged documents above judged ones: judged@k fell)",
     "traffic mix": "traffic mix (more or less of hard queries, queries gone)",
     "new queries": "new queries (not in the baseline)",
     "remainder": "remainder (recurring queries not split, rounding)",
@@ -306,17 +312,25 @@ def query_traces(frame: pd.DataFrame) -> dict[tuple[str, str, str, str], list[Qu
             if str(label["doc_id"]) not in stale
         }
         key = (str(row["segment"]), str(row["variant"]), str(row["metric"]), str(row["query_id"]))
+        retrieved = tuple(str(d) for d in row["retrieved_ids"])
+        if not retrieved and row["n_retrieved"]:  # the warehouse keeps no retrieved ids
+            ranks = [(str(label["doc_id"]), _rank_of(label["rank"])) for label in row["labels"]]
+            retrieved = ranking_from_labels(ranks, int(row["n_retrieved"]))
         out.setdefault(key, []).append(
             QueryTrace(
                 on_day=bool(row["on_day"]),
                 served_at=pd.Timestamp(row["served_at"]).to_pydatetime(),
-                retrieved=tuple(str(d) for d in row["retrieved_ids"]),
+                retrieved=retrieved,
                 labels=labels,
                 value=float(row["value"]),
                 stale=tuple(sorted(stale)),
             )
         )
     return out
+
+
+def _rank_of(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def explain(

@@ -31,6 +31,9 @@ from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
 DEFAULT_DEPTH = 10
 # at most this many documents listed per query, each way
 MOVES_SHOWN = 5
+# the id of an unjudged place in a ranking rebuilt from its labels' ranks, where the warehouse
+# does not store retrieved ids (`ranking_from_labels`): never a label, never listed
+UNSTORED = "\x00unstored@"
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,18 @@ class QueryChange:
     stale_now: tuple[str, ...] = field(default_factory=tuple)  # baseline labels stale on the day
 
 
+def ranking_from_labels(
+    ranked_labels: Iterable[tuple[str, int | None]], length: int
+) -> tuple[str, ...]:
+    """A ranking of `length` places with each labelled document at its rank and an UNSTORED
+    place elsewhere: what scoring reads of a trace whose retrieved ids were not stored."""
+    places = [f"{UNSTORED}{i}" for i in range(1, length + 1)]
+    for doc_id, rank in ranked_labels:
+        if rank is not None and 1 <= rank <= length:
+            places[rank - 1] = doc_id
+    return tuple(places)
+
+
 def merged_labels(traces: Iterable[QueryTrace]) -> dict[str, float]:
     """Each document's grade from the latest trace (by time served) that labels it."""
     merged: dict[str, float] = {}
@@ -126,14 +141,15 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def median_rank(doc_id: str, traces: Sequence[QueryTrace]) -> int | None:
-    """The lower median of the document's 1-based rank over `traces`, a trace that did not
-    retrieve it counting as below every rank; None when that median is such a trace."""
+    """The median of the document's 1-based rank over `traces` (of an even number, the higher
+    of the two middle ranks), a trace that did not retrieve it counting as below every rank;
+    None when that median is such a trace: the document was missing from half of them or more."""
     ranks = sorted(
         t.retrieved.index(doc_id) + 1 if doc_id in t.retrieved else math.inf for t in traces
     )
     if not ranks:
         return None
-    middle = ranks[(len(ranks) - 1) // 2]
+    middle = ranks[len(ranks) // 2]
     return None if math.isinf(middle) else int(middle)
 
 
@@ -196,7 +212,9 @@ def moves(
     relevant = [d for d, grade in then.items() if grade >= scoring.relevance_level]
     fell = [m for m in map(move, relevant) if in_top(m.rank_then) and not in_top(m.rank_now)]
     fell.sort(key=lambda m: (-(m.grade_then or 0.0), m.rank_then or 0, m.doc_id))
-    candidates = {d for t in day for d in t.retrieved[:k] if d not in now}
+    candidates = {
+        d for t in day for d in t.retrieved[:k] if d not in now and not d.startswith(UNSTORED)
+    }
     entered = [m for m in map(move, candidates) if in_top(m.rank_now) and not in_top(m.rank_then)]
     entered.sort(key=lambda m: (m.rank_now or 0, m.doc_id))
     stale_ids = {d for t in day for d in t.stale}

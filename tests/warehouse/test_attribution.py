@@ -20,10 +20,12 @@ from tests.warehouse.why_stores import CONFIG, DAY, DAYS, HARD, NEW_QUERY, QUERI
 HIT = ["q03", "q07"]
 
 
-def explanation(tmp_path: Path, cause: str) -> tuple[Explanation, pd.DataFrame]:
+def explanation(
+    tmp_path: Path, cause: str, keep_ids: bool = True
+) -> tuple[Explanation, pd.DataFrame]:
     """The day's explanation of segment s / v's nDCG@10, and its per-query frame by pandas."""
     root = why_stores.write_store(tmp_path / "store", cause, [] if cause == "traffic" else HIT)
-    conn = why_stores.build(root, tmp_path / "w.duckdb")
+    conn = why_stores.build(root, tmp_path / "w.duckdb", keep_ids)
     try:
         report = build_report(nightly.read_regression_rows(conn, DAY, DAY), CONFIG, DAY)
         report = attribution.with_why(conn, CONFIG, report)
@@ -161,3 +163,17 @@ def test_a_shift_toward_hard_queries_is_traffic_mix(tmp_path: Path) -> None:
     # 20 recurring queries, 10 shown; the first day is in the baseline window
     assert (e.recurring_queries, len(e.contributors)) == (len(QUERIES), 10)
     assert DAYS[0] >= CONFIG.baseline.window(DAY)[0]
+
+
+@pytest.mark.parametrize("cause", ["rankings", "coverage"])
+def test_without_stored_ids_the_ranks_of_the_labels_serve(tmp_path: Path, cause: str) -> None:
+    """A warehouse that keeps no retrieved ids (store_retrieved_ids = false) has each label's
+    rank: the same split and the same documents that fell, but no unjudged ids to name."""
+    kept, _ = explanation(tmp_path / "kept", cause)
+    bare, _ = explanation(tmp_path / "bare", cause, keep_ids=False)
+    assert dict(bare.causes) == pytest.approx(dict(kept.causes), abs=1e-12)
+    assert [c.query_id for c in bare.contributors] == [c.query_id for c in kept.contributors]
+    first, kept_first = bare.contributors[0].change, kept.contributors[0].change
+    assert first is not None and kept_first is not None
+    assert first.fell == kept_first.fell
+    assert first.entered == ()

@@ -97,13 +97,14 @@ def write_store(root: Path, cause: str, hit: list[str]) -> Path:
     return root
 
 
-def build(root: Path, database: Path) -> duckdb.DuckDBPyConnection:
-    """The warehouse of the store at `root`, through the day's regression rows (CONFIG)."""
+def build(root: Path, database: Path, keep_ids: bool = True) -> duckdb.DuckDBPyConnection:
+    """The warehouse of the store at `root`, through the day's regression rows (CONFIG);
+    `keep_ids` False: without retrieved ids, as `store_retrieved_ids = false` keeps it."""
     conn = connection.connect(database)
     store = LocalTraceStore(root)
     corpus.load_corpus(conn, store.corpus_file())
     for day in DAYS:
-        ingestion.ingest_traces(conn, store.trace_files(day), partition_date=day)
+        ingestion.ingest_traces(conn, store.trace_files(day), day, keep_retrieved_ids=keep_ids)
     steps.build_labels(conn, DAYS[0], DAY, use_corpus=True)
     steps.compute_query_metrics(conn, CONFIG.scored_metrics(), DAYS[0], DAY, CONFIG.gain)
     nightly.build_segment_metrics(conn, CONFIG, DAYS[0], DAY)
