@@ -23,46 +23,56 @@ findings as (
     from why_findings
 ),
 
-scored as (
-    select
-        findings.segment,
-        findings.variant,
-        findings.metric,
-        query_metrics.query_id,
-        query_metrics.value,
-        query_metrics.partition_date = $day as on_day,
-        query_metrics.partition_date between $baseline_start and $baseline_end as in_baseline
-    from query_metrics
-    inner join findings
-        on
-            query_metrics.variant = findings.variant
-            and query_metrics.metric = findings.metric
-            and (
-                findings.segment = $overall_segment
-                or query_metrics.segment = findings.segment
-            )
-    where
-        (
-            query_metrics.partition_date = $day
-            or query_metrics.partition_date between $baseline_start and $baseline_end
-        )
-        and query_metrics.is_annotated
-        and query_metrics.value is not null
-        and not isnan(query_metrics.value)
-),
-
-per_query as (
+-- one pass over query_metrics: counts and sums per segment, variant, metric and query of the
+-- findings' variants and metrics; an overall finding then adds up its variant's segments (so
+-- no trace is aggregated twice)
+per_segment as (
     select
         segment,
         variant,
         metric,
         query_id,
-        count(*) filter (where on_day) as day_traces,
-        avg(value) filter (where on_day) as day_mean,
-        count(*) filter (where in_baseline) as base_traces,
-        avg(value) filter (where in_baseline) as base_mean
-    from scored
+        count(*) filter (where partition_date = $day) as day_traces,
+        sum(value) filter (where partition_date = $day) as day_sum,
+        count(*) filter (
+            where partition_date between $baseline_start and $baseline_end
+        ) as base_traces,
+        sum(value) filter (
+            where partition_date between $baseline_start and $baseline_end
+        ) as base_sum
+    from query_metrics
+    where
+        (
+            partition_date = $day
+            or partition_date between $baseline_start and $baseline_end
+        )
+        and (variant, metric) in (select (variant, metric) from findings)
+        and is_annotated
+        and value is not null
+        and not isnan(value)
     group by segment, variant, metric, query_id
+),
+
+per_query as (
+    select
+        findings.segment,
+        findings.variant,
+        findings.metric,
+        per_segment.query_id,
+        sum(per_segment.day_traces) as day_traces,
+        sum(per_segment.day_sum) / nullif(sum(per_segment.day_traces), 0) as day_mean,
+        sum(per_segment.base_traces) as base_traces,
+        sum(per_segment.base_sum) / nullif(sum(per_segment.base_traces), 0) as base_mean
+    from per_segment
+    inner join findings
+        on
+            per_segment.variant = findings.variant
+            and per_segment.metric = findings.metric
+            and (
+                findings.segment = $overall_segment
+                or per_segment.segment = findings.segment
+            )
+    group by findings.segment, findings.variant, findings.metric, per_segment.query_id
 ),
 
 totals as (

@@ -17,18 +17,6 @@ wanted as (
     from why_queries
 ),
 
-stale as (
-    select
-        partition_date,
-        trace_id,
-        list(doc_id) as stale_ids
-    from labels
-    where
-        (partition_date = $day or partition_date between $baseline_start and $baseline_end)
-        and stale_reason is not null
-    group by partition_date, trace_id
-),
-
 scored as (
     select
         wanted.segment as finding_segment,
@@ -55,7 +43,21 @@ scored as (
         and not isnan(query_metrics.value)
 ),
 
-joined as (
+-- the wanted queries' traces, filtered on query_id before their label lists are read
+wanted_traces as (
+    select
+        partition_date,
+        trace_id,
+        served_at,
+        n_retrieved,
+        labels
+    from traces
+    where
+        (partition_date = $day or partition_date between $baseline_start and $baseline_end)
+        and query_id in (select wanted.query_id from wanted)
+),
+
+kept as (
     select
         scored.finding_segment as segment,
         scored.variant,
@@ -64,31 +66,69 @@ joined as (
         scored.partition_date,
         scored.trace_id,
         scored.value,
-        traces.served_at,
-        traces.retrieved_ids,
-        traces.n_retrieved,
-        traces.labels,
-        scored.partition_date = $day as on_day,
-        coalesce(stale.stale_ids, []) as stale_ids
+        wanted_traces.served_at,
+        wanted_traces.n_retrieved,
+        wanted_traces.labels,
+        scored.partition_date = $day as on_day
     from scored
-    inner join traces
+    inner join wanted_traces
         on
-            scored.partition_date = traces.partition_date
-            and scored.trace_id = traces.trace_id
-    left join stale
+            scored.partition_date = wanted_traces.partition_date
+            and scored.trace_id = wanted_traces.trace_id
+    qualify
+        row_number() over (
+            partition by
+                scored.finding_segment,
+                scored.variant,
+                scored.metric,
+                scored.query_id,
+                on_day
+            order by wanted_traces.served_at desc, scored.trace_id asc
+        ) <= $per_side
+),
+
+-- the stale labels of the kept traces only (a few percent of every label)
+stale as (
+    select
+        labels.partition_date,
+        labels.trace_id,
+        list(labels.doc_id) as stale_ids
+    from labels
+    semi join kept
         on
-            scored.partition_date = stale.partition_date
-            and scored.trace_id = stale.trace_id
+            labels.partition_date = kept.partition_date
+            and labels.trace_id = kept.trace_id
+    where
+        (
+            labels.partition_date = $day
+            or labels.partition_date between $baseline_start and $baseline_end
+        )
+        and labels.stale_reason is not null
+    group by labels.partition_date, labels.trace_id
 ),
 
 final as (
-    select *
-    from joined
-    qualify
-        row_number() over (
-            partition by segment, variant, metric, query_id, on_day
-            order by served_at desc, trace_id asc
-        ) <= $per_side
+    select
+        kept.segment,
+        kept.variant,
+        kept.metric,
+        kept.query_id,
+        kept.partition_date,
+        kept.trace_id,
+        kept.value,
+        kept.served_at,
+        kept.n_retrieved,
+        kept.on_day,
+        -- three lists of plain values, which reach Python several times faster than structs
+        list_transform(kept.labels, lambda l: l.doc_id) as label_ids,  -- noqa: RF01
+        list_transform(kept.labels, lambda l: l.grade) as label_grades,  -- noqa: RF01
+        list_transform(kept.labels, lambda l: l.rank) as label_ranks,  -- noqa: RF01
+        coalesce(stale.stale_ids, []) as stale_ids
+    from kept
+    left join stale
+        on
+            kept.partition_date = stale.partition_date
+            and kept.trace_id = stale.trace_id
 )
 
 select * from final

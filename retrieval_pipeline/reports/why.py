@@ -9,7 +9,10 @@ change = day mean - baseline mean = rankings + labels + coverage + traffic mix +
 remainder, exactly: the first three are the split recurring queries' changes re-scored
 (`why_causes`), weighted by their share of the day's traces; traffic mix and new queries are
 exact over every query (sql/attr_query_changes.sql); the remainder is what is left: the
-within-query change of the recurring queries not split (beyond SPLIT_QUERIES) and rounding.
+within-query change of the recurring queries not split (beyond SPLIT_QUERIES, or past the
+SPLIT_TRACES a day reads beyond the queries shown), for a query with
+more than TRACES_PER_SIDE traces a side the difference between its latest traces' change and
+its whole change, and rounding.
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ from retrieval_pipeline.text import escape_markdown, markdown_table, number
 
 SHOWN = 10  # contributors shown per finding; the top-ten share is theirs
 SPLIT_QUERIES = 100  # recurring queries per finding whose change is split into causes
-TRACES_PER_SIDE = 200  # the latest traces of a query per side (day, baseline) that a split reads
+TRACES_PER_SIDE = 25  # the latest traces of a query per side (day, baseline) that a split reads
+# the traces a day's split reads for queries beyond those shown: with TRACES_PER_SIDE, what
+# bounds the attribution's cost whatever the traffic (queries beyond it are left unsplit)
+SPLIT_TRACES = 5_000
 
 CAUSES: dict[str, str] = {
     "rankings": "rankings (same labels, another order)",
@@ -41,7 +47,7 @@ CAUSES: dict[str, str] = {
     "coverage": "coverage (unjudged documents above judged ones: judged@k fell)",
     "traffic mix": "traffic mix (more or less of hard queries, queries gone)",
     "new queries": "new queries (not in the baseline)",
-    "remainder": "remainder (recurring queries not split, rounding)",
+    "remainder": "remainder (recurring queries not split, sampling, rounding)",
 }
 
 FindingKey = tuple[str, str, str]  # segment, variant, metric
@@ -300,33 +306,51 @@ def why_table(explanations: Sequence[Explanation]) -> str:
     return markdown_table(["finding", "largest cause", "top queries", "top ten explain"], rows)
 
 
-def query_traces(frame: pd.DataFrame) -> dict[tuple[str, str, str, str], list[QueryTrace]]:
+def query_traces(
+    rows: Iterable[Mapping[str, Any]], tops: Mapping[str, Sequence[str]] | None = None
+) -> dict[tuple[str, str, str, str], list[QueryTrace]]:
     """The rows of sql/attr_query_traces.sql per (segment, variant, metric, query), as
-    `QueryTrace`s with their fresh labels (the stale ones removed)."""
+    `QueryTrace`s: the ranking rebuilt from the labels' ranks (`ranking_from_labels`), the
+    fresh labels (the stale ones removed), and the day's served top k from `tops` (trace id ->
+    ids, sql/attr_day_top.sql) where given."""
     out: dict[tuple[str, str, str, str], list[QueryTrace]] = {}
-    for row in frame.to_dict(orient="records"):
+    served = tops or {}
+    for row in rows:
         stale = {str(d) for d in row["stale_ids"]}
-        labels = {
-            str(label["doc_id"]): float(label["grade"])
-            for label in row["labels"]
-            if str(label["doc_id"]) not in stale
-        }
+        every = list(
+            zip(map(str, row["label_ids"]), row["label_grades"], row["label_ranks"], strict=True)
+        )
+        labels = {doc: float(grade) for doc, grade, _ in every if doc not in stale}
         key = (str(row["segment"]), str(row["variant"]), str(row["metric"]), str(row["query_id"]))
-        retrieved = tuple(str(d) for d in row["retrieved_ids"])
-        if not retrieved and row["n_retrieved"]:  # the warehouse keeps no retrieved ids
-            ranks = [(str(label["doc_id"]), _rank_of(label["rank"])) for label in row["labels"]]
-            retrieved = ranking_from_labels(ranks, int(row["n_retrieved"]))
+        ranking = ranking_from_labels(
+            [(doc, _rank_of(rank)) for doc, _, rank in every], int(row["n_retrieved"])
+        )
         out.setdefault(key, []).append(
             QueryTrace(
                 on_day=bool(row["on_day"]),
                 served_at=pd.Timestamp(row["served_at"]).to_pydatetime(),
-                retrieved=retrieved,
+                retrieved=ranking,
                 labels=labels,
                 value=float(row["value"]),
                 stale=tuple(sorted(stale)),
+                top=tuple(str(d) for d in served.get(str(row["trace_id"]), ())),
             )
         )
     return out
+
+
+def split_plan(top: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `top` (sql/attr_top_queries.sql) whose traces are read and split: every
+    query shown (place <= SHOWN), then the others by place across findings while the traces
+    they read (at most TRACES_PER_SIDE a side) fit in SPLIT_TRACES."""
+    shown = top["place"] <= SHOWN
+    reads = top["day_traces"].clip(upper=TRACES_PER_SIDE) + top["base_traces"].clip(
+        upper=TRACES_PER_SIDE
+    )
+    rest = top[~shown].assign(reads=reads[~shown])
+    rest = rest.sort_values(["place", "segment", "variant", "metric"], kind="stable")
+    fits = rest["reads"].cumsum() <= SPLIT_TRACES
+    return pd.concat([top[shown], rest[fits].drop(columns="reads")])
 
 
 def _rank_of(value: object) -> int | None:

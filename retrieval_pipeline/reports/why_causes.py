@@ -27,13 +27,15 @@ from datetime import datetime
 
 from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
 
+# the families whose value at cut-off k reads only the first k places of the (scored) list
+CUT_FAMILIES = frozenset({"ndcg", "precision", "recall", "map", "mrr", "hit_rate", "judged", "err"})
 # the cut-off "what changed" reads for a metric without one (mrr, map, bpref, ...)
 DEFAULT_DEPTH = 10
 # at most this many documents listed per query, each way
 MOVES_SHOWN = 5
-# the id of an unjudged place in a ranking rebuilt from its labels' ranks, where the warehouse
-# does not store retrieved ids (`ranking_from_labels`): never a label, never listed
-UNSTORED = "\x00unstored@"
+# the id of a place without a label in a ranking rebuilt from its labels' ranks
+# (`ranking_from_labels`): never a label, so unjudged whatever the labels, and never listed
+UNLABELLED = "\x00unlabelled@"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class QueryTrace:
     labels: Mapping[str, float]
     value: float
     stale: tuple[str, ...] = ()  # documents whose labels the corpus made stale for this trace
+    top: tuple[str, ...] = ()  # the ids served first (the top k), where they were read
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,13 @@ class Scoring:
         # imported here: the reference module pulls in the record parser, which only a split needs
         from retrieval_pipeline.reference import score_trace
 
+        k = self.metric.k
+        if k is not None and self.metric.family in CUT_FAMILIES:
+            # only the first k places (of the condensed list, where one is scored) count: the
+            # same score at a tenth of the cost for a list of 100
+            if self.judged_only and self.metric.family != "judged":
+                ranking = [doc for doc in ranking if doc in labels]
+            ranking = ranking[:k]
         scores = score_trace(
             ranking,
             labels,
@@ -119,9 +129,11 @@ class QueryChange:
 def ranking_from_labels(
     ranked_labels: Iterable[tuple[str, int | None]], length: int
 ) -> tuple[str, ...]:
-    """A ranking of `length` places with each labelled document at its rank and an UNSTORED
-    place elsewhere: what scoring reads of a trace whose retrieved ids were not stored."""
-    places = [f"{UNSTORED}{i}" for i in range(1, length + 1)]
+    """A ranking of `length` places with each labelled document at its rank and an UNLABELLED
+    place elsewhere: what the metric step reads of a trace (sql/fct_query_metrics.sql scores the
+    labels' ranks, never the id lists). A document the baseline labels but this trace does not
+    is, here, not retrieved: its place in this trace is not known without the id list."""
+    places = [f"{UNLABELLED}{i}" for i in range(1, length + 1)]
     for doc_id, rank in ranked_labels:
         if rank is not None and 1 <= rank <= length:
             places[rank - 1] = doc_id
@@ -194,9 +206,10 @@ def moves(
     scoring: Scoring,
 ) -> tuple[tuple[DocumentMove, ...], tuple[DocumentMove, ...], tuple[str, ...]]:
     """The relevant documents (baseline grade >= the relevance level) whose median rank was in
-    the top k and is not now, best grade first; the documents without a fresh label on the day
-    whose median rank is now in the top k and was not, best rank first; and the baseline's
-    labelled documents that have no fresh label on the day because the corpus made them stale."""
+    the top k and is not now, best grade first; the documents judged neither then nor now whose
+    median rank over the day's served top k (`QueryTrace.top`, where read) is in it, best rank
+    first (their place in the baseline is not read: unknown, None); and the baseline's labelled
+    documents that have no fresh label on the day because the corpus made them stale."""
     k = scoring.depth
     now = merged_labels(day)
 
@@ -212,10 +225,13 @@ def moves(
     relevant = [d for d, grade in then.items() if grade >= scoring.relevance_level]
     fell = [m for m in map(move, relevant) if in_top(m.rank_then) and not in_top(m.rank_now)]
     fell.sort(key=lambda m: (-(m.grade_then or 0.0), m.rank_then or 0, m.doc_id))
-    candidates = {
-        d for t in day for d in t.retrieved[:k] if d not in now and not d.startswith(UNSTORED)
-    }
-    entered = [m for m in map(move, candidates) if in_top(m.rank_now) and not in_top(m.rank_then)]
+    served = [QueryTrace(True, t.served_at, t.top[:k], {}, t.value) for t in day if t.top]
+    unjudged = {d for t in served for d in t.retrieved if d not in now and d not in then}
+    entered = [
+        DocumentMove(d, None, None, None, rank)
+        for d in unjudged
+        if in_top(rank := median_rank(d, served))
+    ]
     entered.sort(key=lambda m: (m.rank_now or 0, m.doc_id))
     stale_ids = {d for t in day for d in t.stale}
     stale = tuple(sorted(d for d in then if d not in now and d in stale_ids))

@@ -2,9 +2,9 @@
 and significant drops of a day's report, read into `reports.why.Explanation`s.
 
 Knows nothing of Dagster. Everything over every query runs in SQL, over query_metrics (one pass
-for all findings of the day); only the traces of each finding's top queries
+for all findings of the day); only the labels of each finding's top queries' traces
 (`why.SPLIT_QUERIES`, their latest `why.TRACES_PER_SIDE` traces a side) come back to be re-scored
-with the baseline's labels (docs/why.md).
+with the baseline's labels, and the day's served top k of the queries shown (docs/why.md).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -20,7 +21,7 @@ from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.metrics import parse_metric
 from retrieval_pipeline.reports import why
 from retrieval_pipeline.reports.regression import RegressionReport
-from retrieval_pipeline.reports.why_causes import Scoring
+from retrieval_pipeline.reports.why_causes import QueryTrace, Scoring
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -69,15 +70,42 @@ def explain_findings(
         top = conn.execute(load_sql("attr_top_queries"), {"top": why.SPLIT_QUERIES}).df()
     finally:
         conn.execute(f"drop table if exists {CHANGES_TABLE}")
-    wanted = top[["segment", "variant", "metric", "query_id"]] if len(top) else top
-    traces = pd.DataFrame()
-    if len(wanted):
-        with registered(conn, "why_queries", wanted):
-            traces = conn.execute(
-                load_sql("attr_query_traces"), {**params, "per_side": why.TRACES_PER_SIDE}
-            ).df()
+    traces = _query_traces(conn, top, params) if len(top) else {}
     scorings = {metric: scoring_of(config, metric) for metric in keys["metric"].unique()}
-    return why.explain(unique, parts, top, why.query_traces(traces), scorings)
+    return why.explain(unique, parts, top, traces, scorings)
+
+
+def _records(
+    conn: duckdb.DuckDBPyConnection, statement: str, params: dict[str, object]
+) -> list[dict[str, Any]]:
+    cursor = conn.execute(load_sql(statement), params)
+    names = [column[0] for column in cursor.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _query_traces(
+    conn: duckdb.DuckDBPyConnection, top: pd.DataFrame, params: dict[str, object]
+) -> dict[tuple[str, str, str, str], list[QueryTrace]]:
+    """The traces of each finding's top queries (sql/attr_query_traces.sql), with the day's
+    served top k of the queries shown (sql/attr_day_top.sql)."""
+    keys = ["segment", "variant", "metric", "query_id"]
+    with registered(conn, "why_queries", why.split_plan(top)[keys]):
+        rows = _records(conn, "attr_query_traces", {**params, "per_side": why.TRACES_PER_SIDE})
+    shown = top[top["place"] <= why.SHOWN]
+    depth = max(scoring_of_depth(str(m)) for m in shown["metric"].unique())
+    with registered(conn, "why_shown", shown[keys]):
+        served = _records(
+            conn,
+            "attr_day_top",
+            {"day": params["day"], "overall_segment": OVERALL_SEGMENT, "depth": depth},
+        )
+    tops = {str(r["trace_id"]): r["top_ids"] or [] for r in served}
+    return why.query_traces(rows, tops)
+
+
+def scoring_of_depth(metric: str) -> int:
+    """The cut-off what changed reads for `metric` (its k, else `why_causes.DEFAULT_DEPTH`)."""
+    return Scoring(parse_metric(metric)).depth
 
 
 def report_findings(misses: Sequence[object], watch: Sequence[object]) -> list[Finding]:

@@ -6,15 +6,25 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pytest
 
 from retrieval_pipeline.metrics import parse_metric
-from retrieval_pipeline.reports.why import explain, why_lead, why_markdown, why_table
+from retrieval_pipeline.reference import score_trace
+from retrieval_pipeline.reports.why import (
+    SPLIT_TRACES,
+    TRACES_PER_SIDE,
+    explain,
+    split_plan,
+    why_lead,
+    why_markdown,
+    why_table,
+)
 from retrieval_pipeline.reports.why_causes import (
-    UNSTORED,
+    UNLABELLED,
     QueryTrace,
     Scoring,
     median_rank,
@@ -32,7 +42,9 @@ IDEAL = 2 + 1 / math.log2(3)  # labels {a: 2, b: 1}: linear gains 2, 1 at ranks 
 def trace(
     on_day: bool, ranking: str, labels: dict[str, float], value: float, n: int = 0
 ) -> QueryTrace:
-    return QueryTrace(on_day, T0 + timedelta(hours=n), tuple(ranking), labels, value)
+    """A trace ranking one-letter documents; a day trace's served top is its ranking."""
+    top = tuple(ranking) if on_day else ()
+    return QueryTrace(on_day, T0 + timedelta(hours=n), tuple(ranking), labels, value, top=top)
 
 
 def test_unjudged_documents_above_the_judged_ones_are_coverage() -> None:
@@ -95,7 +107,7 @@ def test_median_rank_needs_more_than_half_of_the_traces() -> None:
 
 def test_a_ranking_rebuilt_from_its_labels_ranks() -> None:
     ranking = ranking_from_labels([("a", 2), ("b", None), ("c", 4)], 4)
-    assert ranking == (f"{UNSTORED}1", "a", f"{UNSTORED}3", "c")
+    assert ranking == (f"{UNLABELLED}1", "a", f"{UNLABELLED}3", "c")
 
 
 def findings_frames(query: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -157,3 +169,34 @@ def test_a_finding_without_a_baseline_is_not_explained() -> None:
     parts, top = findings_frames("q")
     parts["base_value"] = None
     assert explain([("s|1", "v", "ndcg@3", "miss")], parts, top, {}, {"ndcg@3": NDCG3}) == ()
+
+
+@pytest.mark.parametrize(
+    "name", ["ndcg@10", "precision@5", "recall@20", "map@10", "mrr@10", "hit_rate@3", "judged@10"]
+)
+@pytest.mark.parametrize("judged_only", [False, True])
+def test_a_cut_scoring_reads_only_the_first_k_and_agrees(name: str, judged_only: bool) -> None:
+    """Scoring cuts the list to its first k places (condensed first, where condensed lists are
+    scored): the reference's score of the whole list, on lists of 40 of 60 documents."""
+    rng = random.Random(f"{name}{judged_only}")
+    scoring = Scoring(parse_metric(name), judged_only=judged_only)
+    for _ in range(200):
+        ranking = [f"d{i}" for i in rng.sample(range(60), 40)]
+        labels = {f"d{rng.randrange(60)}": float(rng.randrange(4)) for _ in range(8)}
+        whole = score_trace(ranking, labels, [scoring.metric], judged_only=judged_only, judged=True)
+        assert whole is not None
+        assert scoring.score(ranking, labels) == pytest.approx(whole[name], abs=1e-12)
+
+
+def test_the_split_reads_every_query_shown_and_others_within_its_budget() -> None:
+    # 111 queries each reading 25 + 25 traces (the cap a side): the 10 shown, then
+    # SPLIT_TRACES / 50 = 100 more, by place
+    assert (TRACES_PER_SIDE, SPLIT_TRACES) == (25, 5_000)
+    top = pd.DataFrame(
+        {"segment": "s", "variant": "v", "metric": "m", "place": range(1, 112),
+         "query_id": [f"q{n}" for n in range(1, 112)], "day_traces": 40, "base_traces": 900}
+    )  # fmt: skip
+    plan = split_plan(top)
+    assert sorted(plan["place"]) == list(range(1, 111))
+    few = top.assign(day_traces=1, base_traces=2)  # 3 traces each: all fit
+    assert len(split_plan(few)) == 111
