@@ -99,7 +99,7 @@ class Contributor:
             )
         if c.entered:
             words.append(
-                "unjudged in its place: "
+                "unjudged now in the top k: "
                 + ", ".join(f"{escape(m.doc_id)} (rank {_rank(m.rank_now)})" for m in c.entered)
             )
         if c.stale_now:
