@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from retrieval_pipeline.ab.why import PairedWhy
 from retrieval_pipeline.reports.html import esc, render_table
 from retrieval_pipeline.reports.why import CAUSES, SHOWN, Explanation
 
@@ -60,4 +61,19 @@ def why_html(explanations: Sequence[Explanation]) -> str | None:
         parts.append(_causes_table(e))
         if e.contributors:
             parts.append(_contributors_table(e))
+    return "".join(parts) + "</section>"
+
+
+def paired_why_html(found: Sequence[PairedWhy]) -> str | None:
+    """The comparison report's section on the paired queries behind each worse cell (`ab.why`),
+    or None without one."""
+    if not found:
+        return None
+    parts = ["<section><h2>Why: the paired queries</h2>"]
+    for w in found:
+        columns = ["query_id", "control_mean", "candidate_mean", "difference", "contribution"]
+        frame = pd.DataFrame([c.to_dict() for c in w.contributors], columns=columns)
+        parts.append(f"<p>{esc(w.line())}.</p>")
+        headers = {"query_id": "query", "control_mean": "control", "candidate_mean": "candidate"}
+        parts.append(render_table(frame, headers=headers))
     return "".join(parts) + "</section>"
