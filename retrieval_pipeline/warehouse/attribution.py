@@ -9,6 +9,7 @@ with the baseline's labels, and the day's served top k of the queries shown (doc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
@@ -121,6 +122,17 @@ def report_findings(misses: Sequence[object], watch: Sequence[object]) -> list[F
 def with_why(
     conn: duckdb.DuckDBPyConnection, config: PipelineConfig, report: RegressionReport
 ) -> RegressionReport:
-    """`report` with the explanation of each of its misses and significant drops."""
-    findings = report_findings(report.misses, report.watch())
+    """`report` with the explanation of each of its misses and significant drops whose change
+    from the baseline is a number (a NaN mean, or no baseline, has no change to explain)."""
+    rows = report.rows
+    changed = (
+        set()
+        if rows.empty
+        else {
+            (str(r["segment"]), str(r["variant"]), str(r["metric"]))
+            for r in rows.to_dict(orient="records")
+            if isinstance(r["delta"], int | float) and math.isfinite(r["delta"])
+        }
+    )
+    findings = [f for f in report_findings(report.misses, report.watch()) if f[:3] in changed]
     return replace(report, why=explain_findings(conn, config, report.partition, findings))

@@ -5,6 +5,7 @@ here with pandas from query_metrics and the changes worked out by hand."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import duckdb
@@ -177,3 +178,24 @@ def test_without_stored_ids_the_ranks_of_the_labels_serve(tmp_path: Path, cause:
     assert first is not None and kept_first is not None
     assert first.fell == kept_first.fell
     assert first.entered == ()
+
+
+def test_a_miss_without_a_number_is_not_explained(tmp_path: Path) -> None:
+    """A day mean that is NaN (a score that could not be computed) fails its threshold with no
+    change from the baseline: nothing to explain."""
+    root = why_stores.write_store(tmp_path / "store", "rankings", HIT)
+    conn = why_stores.build(root, tmp_path / "w.duckdb")
+    try:
+        conn.execute(
+            "update query_metrics set value = 'nan'::double where partition_date = $day"
+            " and trace_id = $trace and metric = 'ndcg@10'",
+            {"day": DAY, "trace": f"{DAY}-q03-0"},
+        )
+        nightly.build_segment_metrics(conn, CONFIG, DAY, DAY)
+        rows = nightly.build_regression_rows(conn, CONFIG, DAY)
+        report = attribution.with_why(conn, CONFIG, build_report(rows, CONFIG, DAY))
+    finally:
+        conn.close()
+    assert ("s", "v", "ndcg@10") in {(m.segment, m.variant, m.metric) for m in report.misses}
+    assert all(m.value is not None and math.isnan(m.value) for m in report.misses)
+    assert report.why == ()
