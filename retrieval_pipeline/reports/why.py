@@ -179,22 +179,29 @@ class Explanation:
         )
 
     def causes_text(self) -> str:
-        return ", ".join(
-            f"{name} {number(value, signed=True)} ({number(self.share(value), percent=True)})"
-            for name, value in self.causes
-        )
+        """The causes of at least 1% of the change, largest first, and how many are smaller."""
+        shares = [(name, value, self.share(value) or 0.0) for name, value in self.causes]
+        large = sorted((c for c in shares if abs(c[2]) >= 0.01), key=lambda c: -abs(c[2]))
+        words = [
+            f"{name} {number(value, signed=True)} ({number(share, percent=True)})"
+            for name, value, share in large
+        ]
+        small = len(shares) - len(large)
+        if small:
+            words.append(f"{small} other{'s' if small > 1 else ''} under 1% each")
+        return ", ".join(words)
 
     def lines(self, escape: Callable[[str], str] = str) -> list[str]:
         """Three lines a person can act on: the change and its largest cause; the queries that
         moved it most; what changed in the first of them."""
         name, value = self.largest_cause()
         first = (
-            f"{self.title(escape)}: mostly {CAUSES[name]}, {number(value, signed=True)} "
+            f"{self.title(escape)}: largest cause {CAUSES[name]}, {number(value, signed=True)} "
             f"({number(self.share(value), percent=True)} of the change); causes: "
             f"{self.causes_text()}."
         )
         if not self.contributors:
-            return [first, "No recurring query: nothing to rank.", ""][:2]
+            return [first, "No recurring query: each of the day's queries is new."]
         top = ", ".join(
             f"{escape(c.query_id)} ({number(c.contribution, signed=True)})"
             for c in self.contributors[:3]
