@@ -54,6 +54,7 @@ from retrieval_pipeline.ab.stats import (
     holm_adjust,
     level_of,
 )
+from retrieval_pipeline.ab.why import PairedWhy
 from retrieval_pipeline.config import (
     DEFAULT_NORMAL_APPROXIMATION_MIN_PAIRS,
     MIN_NORMAL_APPROXIMATION_PAIRS,
@@ -248,6 +249,8 @@ class Comparison:
     reasons: tuple[str, ...]
     judged_metric: str | None = None
     judged: tuple[JudgedShare, ...] = ()
+    # the paired queries behind each worse cell (`ab.why`, docs/why.md), where read
+    why: tuple[PairedWhy, ...] = ()
 
     @property
     def flagged(self) -> bool:
@@ -298,6 +301,7 @@ class Comparison:
             "judged_metric": self.judged_metric,
             "judged": [asdict(row) for row in self.judged],
             "cells": [cell_record(cell) for cell in self.cells],
+            "why": [w.to_dict() for w in self.why],
         }
 
 

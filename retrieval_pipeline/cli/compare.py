@@ -8,6 +8,7 @@ and scipy load when the command runs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,9 @@ def summary_text(run: EvaluationRun, comparison: Comparison) -> str:
     else:
         lines.append("Not flagged.")
     lines += _judged_lines(comparison)
+    if comparison.why:  # the paired queries behind each worse cell (docs/why.md)
+        lines += ["", "Why (paired queries):"]
+        lines += [f"  - {_terminal(w.line(), 400)}." for w in comparison.why]
     return "\n".join(lines)
 
 
@@ -201,6 +205,7 @@ def compare(
     """Compare variant CANDIDATE with CONTROL on TRACES (files or directories), per segment."""
     from retrieval_pipeline.ab.compare import ComparisonSettings, check_request
     from retrieval_pipeline.ab.pairing import compare_variants, with_judged_shares
+    from retrieval_pipeline.ab.why import paired_why, worse_cells
     from retrieval_pipeline.metrics import MetricConfigError, parse_metrics
     from retrieval_pipeline.reports.comparison import report_format, write_comparison_report
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
@@ -249,6 +254,8 @@ def compare(
             comparison = with_judged_shares(
                 comparison, run.per_query, run.judged, run.judged_metric
             )
+        worse = worse_cells(comparison.cells)
+        comparison = replace(comparison, why=paired_why(run.per_query, control, candidate, worse))
     except INPUT_ERRORS as exc:  # a bad record, option, file or store: one line
         raise click.ClickException(one_line(exc)) from None
     if output is not None:

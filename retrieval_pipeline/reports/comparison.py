@@ -20,6 +20,7 @@ import pandas as pd
 from retrieval_pipeline.ab.compare import CellResult, Comparison, config_thresholds
 from retrieval_pipeline.ab.day import NO_COMPARISON, DayComparison
 from retrieval_pipeline.ab.stats import CONFIDENCE_LEVEL
+from retrieval_pipeline.ab.why import why_markdown
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.files import write_atomically, write_text_atomically
 from retrieval_pipeline.reports import judged
@@ -38,6 +39,7 @@ from retrieval_pipeline.reports.html import (
     render_table,
 )
 from retrieval_pipeline.reports.trend_chart import trend_section
+from retrieval_pipeline.reports.why_html import paired_why_html
 from retrieval_pipeline.segments import segment_label
 from retrieval_pipeline.text import (
     MISSING,
@@ -320,6 +322,7 @@ def comparison_html(
             headers={c: c.replace("_", " ") for c in coverage.columns},
         )
         + "</section>",
+        *filter(None, [paired_why_html(comparison.why)]),
         *extra_sections,
     ]
     return html_page(heading, sections)
@@ -360,6 +363,7 @@ def comparison_markdown(
         markdown_table(list(_CELL_HEADERS.values()), [[r[k] for k in _CELL_HEADERS] for r in rows])
     )
     lines += ["", _markdown_note(comparison)]
+    lines += why_markdown(comparison.why)
     lines += ["", "## Coverage (queries)", ""]
     header = [
         "segment",

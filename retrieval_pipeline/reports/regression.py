@@ -20,6 +20,7 @@ from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.gate import Miss, misses_of, report_order, window_text
 from retrieval_pipeline.reports import judged
 from retrieval_pipeline.reports.stages import StageRows, stages_dict, stages_markdown
+from retrieval_pipeline.reports.why import Explanation, why_lead, why_markdown
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
 from retrieval_pipeline.text import MISSING, escape_markdown, json_text, markdown_table, number
 
@@ -137,6 +138,8 @@ class RegressionReport:
     label_sources: tuple[tuple[str, str, int], ...] = ()
     # the day's reranker stage means and gains (`warehouse.stages`); None: not read
     stages: StageRows | None = None
+    # why each miss and significant drop moved (`warehouse.attribution`, docs/why.md)
+    why: tuple[Explanation, ...] = ()
 
     @property
     def has_data(self) -> bool:
@@ -266,6 +269,7 @@ class RegressionReport:
                 "warnings": self.judged_warnings(),
             },
             "stages": None if self.stages is None else stages_dict(*self.stages),
+            "why": [e.to_dict() for e in self.why],
             "rows": _records(self.rows),
         }
 
@@ -325,6 +329,7 @@ class RegressionReport:
             count = len(self.misses)
             parts.append(f"**{count} threshold {'miss' if count == 1 else 'misses'}:**")
             parts.append("\n".join(f"- {m.words(escape_markdown)}" for m in self.misses))
+            parts += why_lead(self.why)
         else:
             parts.append("**No threshold misses.**")
         labelled = self.labelled_by_judgments()
@@ -345,6 +350,7 @@ class RegressionReport:
         parts.append(self.markdown_table())
         if self.stages is not None:
             parts += stages_markdown(*self.stages)
+        parts += why_markdown(self.why)
         return "\n\n".join(parts) + "\n"
 
     def _source_shares(self) -> list[tuple[str, str, int, float]]:

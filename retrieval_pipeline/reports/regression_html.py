@@ -33,6 +33,7 @@ from retrieval_pipeline.reports.regression import RegressionReport, Watch, watch
 from retrieval_pipeline.reports.stages import NO_RERANKER
 from retrieval_pipeline.reports.svg import Chart, Series
 from retrieval_pipeline.reports.trend_chart import TREND_PARTITIONS, trend_section
+from retrieval_pipeline.reports.why_html import why_html
 from retrieval_pipeline.segments import segment_label
 from retrieval_pipeline.text import MISSING, finite, number, printable
 
@@ -319,6 +320,7 @@ def regression_html(
         )
         if report.stages is not None:
             sections.append(_stages_html(*report.stages))
+        sections += filter(None, [why_html(report.why)])
     return html_page(f"Retrieval regression report: {day}", sections)
 
 

@@ -34,7 +34,7 @@ from retrieval_pipeline.reports import judged, regression_html
 from retrieval_pipeline.reports.regression import RegressionReport, build_report
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.store import MissingDayError, TraceStoreError, day_source
-from retrieval_pipeline.warehouse import nightly
+from retrieval_pipeline.warehouse import attribution, nightly
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
 from retrieval_pipeline.warehouse.judgments import judged_query_counts
@@ -329,7 +329,8 @@ def regression_report(
             rows = nightly.build_regression_rows(conn, config, day)
             stages = (read_stage_metrics(conn, day, day), read_stage_gains(conn, day, day))
             sources = nightly.label_sources(conn, day)
-            reports.append(build_report(rows, config, day, sources, stages))
+            report = build_report(rows, config, day, sources, stages)
+            reports.append(attribution.with_why(conn, config, report))
             metrics = regression_html.trend_metrics(reports[-1], config)
             day_trend = read_segment_trend(conn, day, metrics)
             regression_html.write_regression_html(reports[-1], day_trend, config, folder)

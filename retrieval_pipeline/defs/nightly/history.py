@@ -23,6 +23,7 @@ from retrieval_pipeline import gate
 from retrieval_pipeline.ingest.files import TRACE_FIELDS
 from retrieval_pipeline.records import unknown_field_lines
 from retrieval_pipeline.reports.regression import RegressionReport
+from retrieval_pipeline.reports.why import why_table
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.text import markdown_table
 from retrieval_pipeline.warehouse.ingestion import IngestCounts
@@ -230,6 +231,18 @@ def report_metadata(report: RegressionReport, stem: str) -> Metadata:
         "report": dg.MetadataValue.md(report.to_markdown()),
         "files": "\n".join(f"{stem}.{suffix}" for suffix in ("md", "json", "html")),
         "markdown_path": dg.MetadataValue.path(f"{stem}.md"),
+        **why_metadata(report),
+    }
+
+
+def why_metadata(report: RegressionReport) -> Metadata:
+    """Why each miss and significant drop moved (docs/why.md): a small table, one row per
+    finding, and each finding's three lines; nothing on a day without findings."""
+    if not report.why:
+        return {}
+    return {
+        "why": dg.MetadataValue.md(why_table(report.why)),
+        "why_in_words": "\n".join(line for e in report.why for line in e.lines()),
     }
 
 
