@@ -19,7 +19,7 @@ from typing import Any
 from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
 
 SPANS_PER_READ = 1000  # Phoenix's limit of span ids a span-annotation request
-SPANS_PER_QUERY = 100  # spans asked for in one GraphQL request
+SPANS_PER_QUERY = 50  # spans asked for in one GraphQL request: Phoenix allows 50 aliases
 _DOCUMENT_FIELDS = "name annotatorKind label score documentPosition"
 
 
