@@ -297,11 +297,21 @@ class PhoenixConfig(_Section):
     (HUMAN over LLM over CODE on one document), and each scored span's metrics written back
     as CODE span annotations under `identifier` when `write_scores`, `batch_size` a request."""
 
-    label_annotation: AttributeName = "relevance"
+    # one name, or several (`["relevance", "relevance_llm"]`): Phoenix 20 keeps one document
+    # annotation per name, so an LLM judge writing beside people needs a name of its own; the
+    # kind decides on one document, then the earlier name
+    label_annotation: AttributeName | Annotated[tuple[AttributeName, ...], Field(min_length=1)] = (
+        "relevance"
+    )
     label_kinds: tuple[Literal["HUMAN", "LLM", "CODE"], ...] = ("HUMAN", "LLM")
     write_scores: bool = Field(default=True, strict=True)
     identifier: AttributeName = "retrieval_pipeline"
     batch_size: int = Field(default=1000, ge=1, le=1000, strict=True)
+
+    def label_names(self) -> tuple[str, ...]:
+        """The document annotation names read as labels, in the order they win within a kind."""
+        names = self.label_annotation
+        return (names,) if isinstance(names, str) else names
 
 
 class ExecutionConfig(_Section):

@@ -39,6 +39,7 @@ def test_phoenix_section_is_read(tmp_path: Path) -> None:
         ('label_kinds = ["ROBOT"]', "phoenix.label_kinds"),
         ('identifier = ""', "phoenix.identifier"),
         ("batch_size = 5000", "phoenix.batch_size"),
+        ("label_annotation = []", "phoenix.label_annotation"),
     ],
 )
 def test_a_bad_phoenix_key_names_its_field(tmp_path: Path, text: str, field: str) -> None:
@@ -48,3 +49,10 @@ def test_a_bad_phoenix_key_names_its_field(tmp_path: Path, text: str, field: str
         load_config(path)
     assert str(path) in str(caught.value)
     assert field in str(caught.value)
+
+
+def test_label_annotation_may_name_several_annotations(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text('[phoenix]\nlabel_annotation = ["relevance", "relevance_llm"]\n', "utf-8")
+    assert load_config(path).phoenix.label_names() == ("relevance", "relevance_llm")
+    assert PhoenixConfig().label_names() == ("relevance",)

@@ -69,3 +69,31 @@ def test_unknown_labels_and_bad_positions_are_quarantined_with_reasons() -> None
     assert "not finite" in reasons[2]
     # every annotation read is a label, quarantined or skipped: 1 + 3 + 0 == 4
     assert len(chosen.labels) + len(chosen.quarantined) + chosen.skipped == 4
+
+
+def test_several_names_the_kind_decides_then_the_earlier_name() -> None:
+    names = ("relevance", "relevance_llm")
+    chosen = choose_labels(
+        [
+            note("LLM", 0, score=0.0, name="relevance_llm"),
+            note("HUMAN", 0, score=2.0, name="relevance"),  # HUMAN wins under either name
+            note("HUMAN", 1, score=0.0, name="relevance_llm"),
+            note("HUMAN", 1, score=1.0, name="relevance"),  # one kind twice: the earlier name
+            note("LLM", 2, label="relevant", name="judge"),  # a name not configured: skipped
+        ],
+        name=names,
+    )
+    assert chosen.labels == [
+        DocumentLabel("s1", 0, 2.0, "phoenix:human"),
+        DocumentLabel("s1", 1, 1.0, "phoenix:human"),
+    ]
+    assert chosen.overlaps == [(2.0, 0.0)] and chosen.skipped == 1
+
+
+def test_a_score_outside_the_grade_range_is_quarantined() -> None:
+    chosen = choose_labels([note("HUMAN", 0, score=150.0), note("HUMAN", 1, score=-1.0)])
+    assert chosen.labels == []
+    assert [r.split(": ", 1)[1] for _, _, r in chosen.quarantined] == [
+        "score 150.0 is not a grade from 0 to 100",
+        "score -1.0 is not a grade from 0 to 100",
+    ]
