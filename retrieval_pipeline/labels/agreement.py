@@ -15,8 +15,10 @@ sklearn.metrics.cohen_kappa_score(weights="quadratic") does. When chance disagre
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 
 
 @dataclass(frozen=True)
@@ -80,3 +82,15 @@ def agreement(pairs: Sequence[tuple[float, float]], relevance_level: float = 1.0
         kappa=kappa(human_bin, model_bin),
         weighted_kappa=kappa(human, model, quadratic=True),
     )
+
+
+def agreement_by_segment(
+    rows: Iterable[tuple[str, float, float, int]], relevance_level: float = 1.0
+) -> dict[str, Agreement]:
+    """The agreement per segment, and over every segment (`__all__`), of (segment, human grade,
+    model grade, documents) rows: each row stands for `documents` pairs."""
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for segment, human, model, documents in rows:
+        for name in (OVERALL_SEGMENT, segment):
+            pairs.setdefault(name, []).extend([(human, model)] * int(documents))
+    return {name: agreement(held, relevance_level) for name, held in sorted(pairs.items())}

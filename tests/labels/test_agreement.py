@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval_pipeline.labels.agreement import agreement, kappa
+from retrieval_pipeline.labels.agreement import agreement, agreement_by_segment, kappa
 
 
 def test_kappa_on_a_hand_computed_table() -> None:
@@ -52,3 +52,16 @@ def test_kappa_is_undefined_when_both_raters_give_one_category() -> None:
 def test_raters_of_different_lengths_are_refused() -> None:
     with pytest.raises(ValueError, match="same items"):
         kappa([1, 0], [1])
+
+
+def test_agreement_per_segment_and_overall_from_counted_pairs() -> None:
+    # faq: (1, 1) twice and (0, 1) twice; web: (0, 0) once
+    rows = [("faq", 1.0, 1.0, 2), ("faq", 0.0, 1.0, 2), ("web", 0.0, 0.0, 1)]
+    by_segment = agreement_by_segment(rows)
+    assert list(by_segment) == ["__all__", "faq", "web"]
+    # faq: the model says 1 throughout: pe = (2/4)(4/4) + (2/4)(0/4) = 1/2, po = 1/2 -> 0
+    assert by_segment["faq"].kappa == pytest.approx(0.0)
+    assert (by_segment["faq"].pairs, by_segment["faq"].agreed) == (4, 2)
+    assert by_segment["web"].kappa is None  # one category throughout
+    # all 5: po = 3/5; human 1:2 0:3, model 1:4 0:1 -> pe = (2*4 + 3*1) / 25 = 11/25
+    assert by_segment["__all__"].kappa == pytest.approx((3 / 5 - 11 / 25) / (1 - 11 / 25))
