@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from itertools import islice
 from typing import Any
 
@@ -21,6 +22,7 @@ from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
 SPANS_PER_READ = 1000  # Phoenix's limit of span ids a span-annotation request
 SPANS_PER_QUERY = 50  # spans asked for in one GraphQL request: Phoenix allows 50 aliases
 _DOCUMENT_FIELDS = "name annotatorKind label score documentPosition"
+_PROJECT_START = "query ($name: String!) { getProjectByName(name: $name) { startTime } }"
 
 
 @dataclass(frozen=True)
@@ -157,3 +159,22 @@ def read_document_annotations(store: PhoenixStore, span_ids: Iterable[str]) -> l
                         }
                     )
     return out
+
+
+def earliest_day(store: PhoenixStore) -> date | None:
+    """The UTC day of the project's earliest span (GraphQL `getProjectByName { startTime }`,
+    which Phoenix floors to the minute); None when the project does not exist or holds none."""
+    with _client(store) as client:
+        answer = _json(
+            client.post(
+                "/graphql", json={"query": _PROJECT_START, "variables": {"name": store.project}}
+            ),
+            "reading the project's first span",
+        )
+    if answer.get("errors"):
+        raise PhoenixError(f"{store.name}: GraphQL answered {answer['errors'][:1]}")
+    project = (answer.get("data") or {}).get("getProjectByName") or {}
+    started = project.get("startTime")
+    if not started:
+        return None
+    return datetime.fromisoformat(started).astimezone(UTC).date()

@@ -6,14 +6,15 @@ graded one), a label without a score (refused), a CODE label (skipped), a span w
 its own in its metadata (which win), and spans left unannotated (an empty result among them).
 The nightly scores the day equal to pytrec_eval on the labels that should win, writes one CODE
 span annotation per scored span and metric equal to the per-trace values, and a rerun leaves
-their count unchanged; the HUMAN/LLM agreement is checked against a hand-computed table
-(docs/phoenix.md).
+their count unchanged; the HUMAN/LLM agreement is checked against a hand-computed table. With
+no start date the first partition is the day of the project's earliest span (docs/phoenix.md).
 """
 
 from __future__ import annotations
 
+import logging
 import random
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,12 @@ import dagster as dg
 import httpx
 import pytest
 
+from retrieval_pipeline.config import CONFIG_ENV
 from retrieval_pipeline.defs.nightly.phoenix import phoenix_scores
+from retrieval_pipeline.defs.partitions import PHOENIX_DAYS, START_DATE_ENV, start_date
 from retrieval_pipeline.defs.resources import (
+    PHOENIX_ENDPOINT_ENV,
+    PHOENIX_PROJECT_ENV,
     PipelineSettingsResource,
     TraceStoreResource,
     WarehouseResource,
@@ -247,3 +252,20 @@ def test_a_failed_write_is_a_warning_and_the_day_stays(annotated_day: str, tmp_p
     written = metadata(result, "phoenix_scores")
     assert written["annotations_written"] == 0 and written["batches_failed"] == 1
     assert "not written" in written["warnings"]
+
+
+def test_the_first_partition_is_the_day_of_the_earliest_span(
+    annotated_day: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv(START_DATE_ENV, raising=False)
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    monkeypatch.setenv(PHOENIX_ENDPOINT_ENV, annotated_day)
+    monkeypatch.setenv(PHOENIX_PROJECT_ENV, PROJECT)
+    assert start_date() == DAY.isoformat()  # the spans all started on DAY
+    fallback = (datetime.now(UTC).date() - timedelta(days=PHOENIX_DAYS)).isoformat()
+    monkeypatch.setenv(PHOENIX_PROJECT_ENV, "no-such-project")
+    assert start_date() == fallback
+    monkeypatch.setenv(PHOENIX_ENDPOINT_ENV, "http://127.0.0.1:9")  # nothing listens there
+    with caplog.at_level(logging.WARNING):
+        assert start_date() == fallback
+    assert "cannot read the first span" in caplog.text
