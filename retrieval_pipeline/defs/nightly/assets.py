@@ -97,7 +97,7 @@ def traces(
     per_day: list[tuple[date, IngestCounts]] = []
     files_by_day: list[tuple[date, TraceSource]] = []
     missing: dict[date, str] = {}
-    tallies: list[LabelTally] = []  # what a Phoenix store's annotations gave, per day
+    tallies: dict[date, LabelTally] = {}  # what a Phoenix store's annotations gave, per day
     try:
         store = trace_store.get_store()
         for day in gate.days_between(start, end):
@@ -122,7 +122,7 @@ def traces(
                 per_day.append((day, counts))
                 if isinstance(files, PhoenixDay) and files.store.labels is not None:
                     replace_label_pairs(conn, day, files.tally.pairs)
-                    tallies.append(files.tally)
+                    tallies[day] = files.tally
             except (TraceFileError, PhoenixError, OSError) as exc:
                 # the day keeps what it held before: its replacement is one transaction (an
                 # OSError: a staging file could not be written, e.g. a full disk)
@@ -142,15 +142,16 @@ def traces(
         " n_retrieved keeps each list's length"
     )
     total = history.ingest_metadata(per_day, missing, note)
-    phoenix = (
-        history.phoenix_label_metadata(tallies, trace_store.pipeline_config().relevance_level)
-        if tallies
-        else {}
-    )
+    level = trace_store.pipeline_config().relevance_level if tallies else 1.0
+    phoenix = history.phoenix_label_metadata(list(tallies.values()), level) if tallies else {}
     context.log.info(str(total["summary"]))
     for day, reason in missing.items():
         context.log.warning(f"{reason}: nothing scored for {day.isoformat()}")
     by_day = {day: history.ingest_metadata([(day, c)], {}, note) for day, c in per_day}
+    for day, tally in tallies.items():
+        by_day[day] |= history.phoenix_label_metadata([tally], level)
+        if tally.quarantined:
+            context.log.warning(f"{day.isoformat()}: {tally.summary()}")
     for day, reason in missing.items():
         by_day[day] = history.ingest_metadata([], {day: reason}, note)
     return history.result(
