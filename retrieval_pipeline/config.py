@@ -291,6 +291,29 @@ class TraceFormatConfig(_Section):
 Executor = Literal["in_process", "multiprocess", "dask"]
 
 
+class PhoenixConfig(_Section):
+    """A Phoenix store both ways (docs/phoenix.md): document annotations named
+    `label_annotation` read in as relevance labels from the annotator kinds in `label_kinds`
+    (HUMAN over LLM over CODE on one document), and each scored span's metrics written back
+    as CODE span annotations under `identifier` when `write_scores`, `batch_size` a request."""
+
+    # one name, or several (`["relevance", "relevance_llm"]`): Phoenix 20 keeps one document
+    # annotation per name, so an LLM judge writing beside people needs a name of its own; the
+    # kind decides on one document, then the earlier name
+    label_annotation: AttributeName | Annotated[tuple[AttributeName, ...], Field(min_length=1)] = (
+        "relevance"
+    )
+    label_kinds: tuple[Literal["HUMAN", "LLM", "CODE"], ...] = ("HUMAN", "LLM")
+    write_scores: bool = Field(default=True, strict=True)
+    identifier: AttributeName = "retrieval_pipeline"
+    batch_size: int = Field(default=1000, ge=1, le=1000, strict=True)
+
+    def label_names(self) -> tuple[str, ...]:
+        """The document annotation names read as labels, in the order they win within a kind."""
+        names = self.label_annotation
+        return (names,) if isinstance(names, str) else names
+
+
 class ExecutionConfig(_Section):
     """How the nightly job runs (docs/scaling.md). `shards` > 1 splits each day's files into that
     many shard steps, which write their rows under `shard_root` (a folder or an `s3://` URL;
@@ -337,6 +360,7 @@ class PipelineConfig(_Section):
     click_labels: ClickLabelsConfig = Field(default_factory=ClickLabelsConfig)
     trace_format: TraceFormatConfig = Field(default_factory=TraceFormatConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    phoenix: PhoenixConfig = Field(default_factory=PhoenixConfig)
     stages: StagesConfig = Field(default_factory=StagesConfig)
     # The first daily partition (YYYY-MM-DD); unset: the trace store's earliest day.
     start_date: date | None = None

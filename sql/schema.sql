@@ -147,3 +147,14 @@ create table if not exists stage_gains (
     ci_high double,
     ci_method varchar
 );
+
+-- Documents of a Phoenix store's day graded by both a HUMAN and an LLM document annotation
+-- (docs/phoenix.md), per segment and pair of grades: the nightly's agreement (Cohen's kappa),
+-- written with the day's traces.
+create table if not exists label_agreement (
+    partition_date date not null,
+    segment varchar not null,
+    human_grade double not null,
+    llm_grade double not null,
+    documents bigint not null
+);

@@ -24,7 +24,15 @@ from retrieval_pipeline.defs.executor import (
     in_process_freeing_dead_slots,
     multiprocess_freeing_dead_slots,
 )
-from retrieval_pipeline.defs.nightly import assets, checks, click_labels, gate, judgments, stages
+from retrieval_pipeline.defs.nightly import (
+    assets,
+    checks,
+    click_labels,
+    gate,
+    judgments,
+    phoenix,
+    stages,
+)
 from retrieval_pipeline.defs.partitions import tell_outside_days
 from retrieval_pipeline.defs.resources import (
     APPROVALS_ENV,
@@ -104,6 +112,8 @@ def build_defs(config: str | Path | None = None) -> dg.Definitions:
     loaded = load_config(path)  # validate now, not at the first run
     duckdb_budget()  # a bad RETRIEVAL_PIPELINE_DUCKDB_* variable fails here too, named
     optional = [click_labels.click_labels] if loaded.click_labels.enabled else []
+    if environment.phoenix_endpoint() and environment.phoenix_project():
+        optional.append(phoenix.phoenix_scores)  # scores back to the store (docs/phoenix.md)
     trace_store = TraceStoreResource(
         root=_env_or(STORE_ENV, DEFAULT_STORE),
         phoenix_endpoint=dg.EnvVar(PHOENIX_ENDPOINT_ENV)

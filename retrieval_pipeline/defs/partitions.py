@@ -2,13 +2,14 @@
 
 The first partition is, in order: $RETRIEVAL_PIPELINE_START_DATE, the configuration's
 `start_date`, the trace store's earliest day, or yesterday (UTC) when the store holds no day yet;
-so the UI counts the days there are, not the days since an arbitrary date. A Phoenix project lists
-no days (its spans are queried a day at a time), so with a Phoenix store the first partition is
-PHOENIX_DAYS days ago unless a start date is given.
+so the UI counts the days there are, not the days since an arbitrary date. With a Phoenix store
+it is the day of the project's earliest span (asked of the server when the definitions load,
+waiting at most PHOENIX_WAIT_S), else PHOENIX_DAYS days ago when the server cannot say.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -20,11 +21,15 @@ from retrieval_pipeline import environment
 from retrieval_pipeline.config import load_config
 from retrieval_pipeline.defs.resources import DEFAULT_STORE
 from retrieval_pipeline.ingest.filesystems import is_url
+from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
+from retrieval_pipeline.ingest.phoenix_annotations import earliest_day
 from retrieval_pipeline.store import LocalTraceStore, TraceStoreError
 
 START_DATE_ENV = environment.START_DATE
-# With a Phoenix store and no start date: the last 30 days (UTC) before today are partitions.
+# With a Phoenix store that cannot tell its earliest span: the last 30 days (UTC) before today.
 PHOENIX_DAYS = 30
+PHOENIX_WAIT_S = 10  # how long loading the definitions waits for the Phoenix server
+LOG = logging.getLogger(__name__)
 
 
 def first_day() -> tuple[str, str]:
@@ -37,9 +42,13 @@ def first_day() -> tuple[str, str]:
     if configured is not None:
         return configured.isoformat(), "the configuration's start_date"
     today = datetime.now(UTC).date()
-    if environment.phoenix_endpoint() and environment.phoenix_project():
-        first = today - timedelta(days=PHOENIX_DAYS)
-        return first.isoformat(), f"{PHOENIX_DAYS} days before today (a Phoenix store)"
+    endpoint, project = environment.phoenix_endpoint(), environment.phoenix_project()
+    if endpoint and project:
+        first = phoenix_first_day(PhoenixStore(endpoint, project, timeout_s=PHOENIX_WAIT_S))
+        if first is not None:
+            return first.isoformat(), "the day of the Phoenix project's earliest span"
+        earlier = today - timedelta(days=PHOENIX_DAYS)
+        return earlier.isoformat(), f"{PHOENIX_DAYS} days before today (a Phoenix store)"
     root = environment.path(environment.STORE) or DEFAULT_STORE
     days: list[date] = []
     if not is_url(str(root)):  # an object store is not listed when the definitions load
@@ -51,6 +60,26 @@ def first_day() -> tuple[str, str]:
         return days[0].isoformat(), f"the earliest day in the trace store {root}"
     yesterday = (today - timedelta(days=1)).isoformat()
     return yesterday, f"yesterday: the trace store {root} holds no day"
+
+
+def phoenix_first_day(store: PhoenixStore) -> date | None:
+    """The day of the project's earliest span; None, with a warning, when the server cannot
+    say (down, not Phoenix) or the project holds no span yet."""
+    import httpx
+
+    try:
+        first = earliest_day(store)
+    except (PhoenixError, httpx.HTTPError, OSError, ValueError) as exc:
+        LOG.warning(
+            "retrieval_pipeline: cannot read the first span of %s (%s): the partitions start "
+            "%d days ago; set %s to choose",
+            store.describe(),
+            exc,
+            PHOENIX_DAYS,
+            START_DATE_ENV,
+        )
+        return None
+    return first
 
 
 def start_date() -> str:

@@ -58,10 +58,12 @@ class TraceStoreResource(dg.ConfigurableResource):
     # (None: the defaults); `build_defs` gives it the settings' path
     config_path: str | None = None
 
+    def pipeline_config(self) -> PipelineConfig:
+        return load_config(self.config_path) if self.config_path else PipelineConfig()
+
     def span_reading(self) -> SpanReading:
         """How the day's spans become records (the first stage is what the nightly scores)."""
-        config = load_config(self.config_path) if self.config_path else PipelineConfig()
-        return SpanReading(config.trace_format)
+        return SpanReading(self.pipeline_config().trace_format)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """A local store's folder must exist before a step starts: told in one line naming the
@@ -91,7 +93,9 @@ class TraceStoreResource(dg.ConfigurableResource):
                     description="a Phoenix trace store needs both an endpoint and a project "
                     f"({PHOENIX_ENDPOINT_ENV}, {PHOENIX_PROJECT_ENV})"
                 )
-            return PhoenixStore(self.phoenix_endpoint, self.phoenix_project)
+            # its document annotations are labels, as `[phoenix]` says (docs/phoenix.md)
+            labels = self.pipeline_config().phoenix
+            return PhoenixStore(self.phoenix_endpoint, self.phoenix_project, labels=labels)
         return open_store(self.root)
 
 

@@ -10,8 +10,10 @@ not a page of spans (an HTML page with status 200, say) is an error naming the e
 taken for the end of the day.
 The spans go through the same mapping as an OTLP/JSON export (`spans.SpanConverter`).
 
-Labels come from the span's metadata, as in a file. Phoenix's document annotations are not read:
-the client writes them (`log_document_annotations`) but offers no way to read them back.
+Labels come from the span's metadata, as in a file; with `labels` (the `[phoenix]` config, as
+the nightly's store has it) a span without labels of its own is labelled by its document
+annotations, read a page at a time (`ingest.phoenix_day_labels`), and `PhoenixDay.tally` counts
+what they gave.
 
 The client is imported only when a day is read (`phoenix.client`; with the Phoenix server
 installed beside it, that import loads the whole server package).
@@ -21,14 +23,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrieval_pipeline.config import TraceFormatConfig
+from retrieval_pipeline.config import PhoenixConfig, TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import SpanView
+from retrieval_pipeline.ingest.phoenix_labels import LabelTally
 from retrieval_pipeline.ingest.pieces import RawPiece
 from retrieval_pipeline.ingest.span_documents import position_regex
 from retrieval_pipeline.ingest.span_pieces import SpanReading, span_pieces
@@ -73,6 +76,8 @@ class PhoenixStore:
     api_key: str | None = None
     page_spans: int = PAGE_SPANS
     timeout_s: int = TIMEOUT_S
+    # document annotations read as labels (None: not read, only the spans' own labels count)
+    labels: PhoenixConfig | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -126,6 +131,7 @@ class PhoenixDay:
 
     store: PhoenixStore
     day: date
+    tally: LabelTally = field(default_factory=LabelTally, compare=False)  # what labels gave
 
 
 def phoenix_pieces(source: PhoenixDay, reading: SpanReading) -> Iterator[RawPiece]:
@@ -134,7 +140,7 @@ def phoenix_pieces(source: PhoenixDay, reading: SpanReading) -> Iterator[RawPiec
     import httpx
 
     converter = reading.converter()
-    rows = read_day(source.store, source.day, converter)
+    rows = read_day(source.store, source.day, converter, tally=source.tally)
     try:
         yield from span_pieces(rows, converter, 0, reading)
     except httpx.HTTPError as exc:
@@ -148,17 +154,35 @@ def day_window(day: date) -> tuple[datetime, datetime]:
 
 
 def read_day(
-    store: PhoenixStore, day: date, converter: SpanConverter, client: Any = None
+    store: PhoenixStore,
+    day: date,
+    converter: SpanConverter,
+    client: Any = None,
+    tally: LabelTally | None = None,
 ) -> Iterator[SpanRow]:
     """Rows for every RETRIEVER and RERANKER span that started on `day` (UTC), newest first;
-    the `line` of a row is the number of its page. `converter.counts` counts them."""
+    the `line` of a row is the number of its page. `converter.counts` counts them; `tally`
+    what the document annotations gave, when the store reads them (`store.labels`)."""
     client = client if client is not None else store.client()
+    label = _labeller(store, converter.format, tally)
     start, end = day_window(day)
     for number, page in enumerate(_pages(client, store, start, end), start=1):
-        views = [span_view(row, converter.format) for row in _records(page)]
-        _find_retrievers(client, store, converter, views)
+        views = label([span_view(row, converter.format) for row in _records(page)])
+        _find_retrievers(client, store, converter, views, label)
         yield from converter.convert_spans(views, store.name, number)
     yield from converter.flush()  # documentless retrievers with no relative: empty results
+
+
+def _labeller(
+    store: PhoenixStore, trace_format: TraceFormatConfig, tally: LabelTally | None
+) -> Callable[[list[SpanView]], list[SpanView]]:
+    """What labels a page's spans: their document annotations, or nothing (`store.labels`)."""
+    if store.labels is None:
+        return lambda views: views
+    from retrieval_pipeline.ingest.phoenix_day_labels import DayLabeller  # it imports this
+
+    labeller = DayLabeller(store, store.labels, trace_format, tally or LabelTally())
+    return labeller.label
 
 
 def _check_answer(store: PhoenixStore, response: Any) -> None:
@@ -277,7 +301,11 @@ def _records(page: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _find_retrievers(
-    client: Any, store: PhoenixStore, converter: SpanConverter, views: list[SpanView]
+    client: Any,
+    store: PhoenixStore,
+    converter: SpanConverter,
+    views: list[SpanView],
+    label: Callable[[list[SpanView]], list[SpanView]],
 ) -> None:
     """Show the converter the RETRIEVER spans of the traces of this page's RERANKER spans that
     it has not seen: newest first, a reranker comes before its retriever, which may even have
@@ -297,8 +325,8 @@ def _find_retrievers(
         condition = f"span_kind == '{RETRIEVER_KIND}' and context.trace_id in [{quoted}]"
         # a trace may hold several retrievers: ask for more than one each
         found = _query(client, store, condition, limit=4 * len(chunk) + 1)
-        for row in _records(found):
-            converter.remember(span_view(row, converter.format))
+        for view in label([span_view(row, converter.format) for row in _records(found)]):
+            converter.remember(view)
 
 
 def span_view(row: Mapping[str, Any], trace_format: TraceFormatConfig) -> SpanView:

@@ -136,6 +136,9 @@ class RegressionReport:
     coverage_metric: str | None = None  # the judged@K shown beside the annotation coverage
     # (variant, label source, annotated traces): where the day's labels came from
     label_sources: tuple[tuple[str, str, int], ...] = ()
+    # (segment, agreement in words): LLM against HUMAN labels of the same documents (a Phoenix
+    # store's, docs/phoenix.md); empty: no document graded by both
+    agreement: tuple[tuple[str, str], ...] = ()
     # the day's reranker stage means and gains (`warehouse.stages`); None: not read
     stages: StageRows | None = None
     # why each miss and significant drop moved (`warehouse.attribution`, docs/why.md)
@@ -263,6 +266,7 @@ class RegressionReport:
                 {"variant": v, "label_source": s, "annotated_traces": n, "share": share}
                 for v, s, n, share in self._source_shares()
             ],
+            "label_agreement": [{"segment": s, "words": w} for s, w in self.agreement],
             "judged": {
                 "metric": self.coverage_metric,
                 "overall": self.judged_overall(),
@@ -375,7 +379,19 @@ class RegressionReport:
             + "."
         )
 
+    def agreement_text(self, escape: Callable[[str], str] = str) -> str | None:
+        """The LLM's agreement with people on the documents both graded, per segment."""
+        if not self.agreement:
+            return None
+        return "Agreement of LLM with HUMAN labels of the same documents: " + "; ".join(
+            f"{escape(segment_label(s))}: {escape(words)}" for s, words in self.agreement
+        )
+
     def _judged_markdown(self) -> list[str]:
+        agreement = self.agreement_text(escape_markdown)
+        return self._judged_parts() + ([agreement] if agreement else [])
+
+    def _judged_parts(self) -> list[str]:
         sources = self.label_sources_text(escape_markdown)
         overall = self.judged_overall()
         if not overall or self.coverage_metric is None:
@@ -405,6 +421,7 @@ def build_report(
     day: date,
     label_sources: tuple[tuple[str, str, int], ...] = (),
     stages: StageRows | None = None,
+    agreement: tuple[tuple[str, str], ...] = (),
 ) -> RegressionReport:
     """The report for `day` from its `regression_report` rows (`sql/rpt_regression.sql`) and,
     where given, its label sources (`warehouse.nightly.label_sources`)."""
@@ -421,4 +438,5 @@ def build_report(
         coverage_metric=config.coverage_metric(),
         label_sources=label_sources,
         stages=stages,
+        agreement=agreement,
     )

@@ -295,6 +295,9 @@ def regression_html(
         sources = report.label_sources_text()
         if sources:
             judged_note += f"<p>{esc(sources)}</p>"
+        agreement = report.agreement_text()
+        if agreement:
+            judged_note += f"<p>{esc(agreement)}</p>"
         minimum = f" (minimum {min_coverage:.0%}, dashed)" if min_coverage is not None else ""
         sections.append(
             f"<section><h2>Annotation coverage{esc(minimum)}</h2>"

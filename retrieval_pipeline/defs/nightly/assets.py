@@ -29,7 +29,9 @@ from retrieval_pipeline.defs.resources import (
 from retrieval_pipeline.files import write_atomically
 from retrieval_pipeline.ingest.files import TraceFileError
 from retrieval_pipeline.ingest.filesystems import StoreError
-from retrieval_pipeline.ingest.phoenix import PhoenixError
+from retrieval_pipeline.ingest.phoenix import PhoenixDay, PhoenixError
+from retrieval_pipeline.ingest.phoenix_labels import LabelTally
+from retrieval_pipeline.labels.agreement import agreement_by_segment
 from retrieval_pipeline.reports import judged, regression_html
 from retrieval_pipeline.reports.regression import RegressionReport, build_report
 from retrieval_pipeline.segments import OVERALL_SEGMENT
@@ -38,6 +40,7 @@ from retrieval_pipeline.warehouse import attribution, nightly
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
 from retrieval_pipeline.warehouse.judgments import judged_query_counts
+from retrieval_pipeline.warehouse.phoenix import read_label_pairs, replace_label_pairs
 from retrieval_pipeline.warehouse.sources import TraceSource
 from retrieval_pipeline.warehouse.stages import read_stage_gains, read_stage_metrics
 from retrieval_pipeline.warehouse.steps import (
@@ -86,13 +89,15 @@ def traces(
 
     Span exports among the day's files, or a Phoenix store's spans, become records through the
     config's `[trace_format]`; their first stage (the retriever) is what is scored. A trace with
-    no labels of its own is labelled by its query's judgments, if any. Each day is replaced in
-    one transaction, so re-running a day never duplicates rows."""
+    no labels of its own is labelled by its query's judgments, if any; on a Phoenix store, by
+    its document annotations first (docs/phoenix.md). Each day is replaced in one transaction,
+    so re-running a day never duplicates rows."""
     start, end = partition_days(context)
     spans = trace_store.span_reading()
     per_day: list[tuple[date, IngestCounts]] = []
     files_by_day: list[tuple[date, TraceSource]] = []
     missing: dict[date, str] = {}
+    tallies: dict[date, LabelTally] = {}  # what a Phoenix store's annotations gave, per day
     try:
         store = trace_store.get_store()
         for day in gate.days_between(start, end):
@@ -115,6 +120,9 @@ def traces(
                     spans=spans,
                 )
                 per_day.append((day, counts))
+                if isinstance(files, PhoenixDay) and files.store.labels is not None:
+                    replace_label_pairs(conn, day, files.tally.pairs)
+                    tallies[day] = files.tally
             except (TraceFileError, PhoenixError, OSError) as exc:
                 # the day keeps what it held before: its replacement is one transaction (an
                 # OSError: a staging file could not be written, e.g. a full disk)
@@ -134,10 +142,16 @@ def traces(
         " n_retrieved keeps each list's length"
     )
     total = history.ingest_metadata(per_day, missing, note)
+    level = trace_store.pipeline_config().relevance_level if tallies else 1.0
+    phoenix = history.phoenix_label_metadata(list(tallies.values()), level) if tallies else {}
     context.log.info(str(total["summary"]))
     for day, reason in missing.items():
         context.log.warning(f"{reason}: nothing scored for {day.isoformat()}")
     by_day = {day: history.ingest_metadata([(day, c)], {}, note) for day, c in per_day}
+    for day, tally in tallies.items():
+        by_day[day] |= history.phoenix_label_metadata([tally], level)
+        if tally.quarantined:
+            context.log.warning(f"{day.isoformat()}: {tally.summary()}")
     for day, reason in missing.items():
         by_day[day] = history.ingest_metadata([], {day: reason}, note)
     return history.result(
@@ -151,6 +165,7 @@ def traces(
             "retrieved_ids_stored": warehouse.store_retrieved_ids,
             "store": store.describe(),
             "per_day": history.ingest_table(per_day),
+            **phoenix,
         },
     )
 
@@ -329,7 +344,9 @@ def regression_report(
             rows = nightly.build_regression_rows(conn, config, day)
             stages = (read_stage_metrics(conn, day, day), read_stage_gains(conn, day, day))
             sources = nightly.label_sources(conn, day)
-            report = build_report(rows, config, day, sources, stages)
+            pairs = agreement_by_segment(read_label_pairs(conn, day), config.relevance_level)
+            agreement = tuple((segment, a.describe()) for segment, a in pairs.items())
+            report = build_report(rows, config, day, sources, stages, agreement)
             reports.append(attribution.with_why(conn, config, report))
             metrics = regression_html.trend_metrics(reports[-1], config)
             day_trend = read_segment_trend(conn, day, metrics)

@@ -12,7 +12,7 @@ out rather than plotted as NaN.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
@@ -21,6 +21,8 @@ import pandas as pd
 
 from retrieval_pipeline import gate
 from retrieval_pipeline.ingest.files import TRACE_FIELDS
+from retrieval_pipeline.ingest.phoenix_labels import LabelTally
+from retrieval_pipeline.labels.agreement import agreement_by_segment
 from retrieval_pipeline.records import unknown_field_lines
 from retrieval_pipeline.reports.regression import RegressionReport
 from retrieval_pipeline.reports.why import why_table
@@ -252,3 +254,43 @@ def told(
     """Log `summary` (a warning when something was rejected) and return it first in the metadata."""
     (context.log.warning if warning else context.log.info)(summary)
     return dg.MaterializeResult(metadata={"summary": summary, **metadata})
+
+
+def phoenix_label_metadata(tallies: Sequence[LabelTally], relevance_level: float = 1.0) -> Metadata:
+    """The labels the days' Phoenix document annotations gave, per source, and the HUMAN/LLM
+    agreement per segment, in words and numbers (docs/phoenix.md)."""
+    total = LabelTally()
+    for tally in tallies:
+        total.labels.update(tally.labels)
+        total.spans_labelled += tally.spans_labelled
+        total.spans_with_own_labels += tally.spans_with_own_labels
+        total.skipped += tally.skipped
+        total.pairs.update(tally.pairs)
+        total.quarantined += tally.quarantined
+        total.reasons += tally.reasons[: max(0, 5 - len(total.reasons))]
+    rows = [(s, h, m, n) for (s, h, m), n in sorted(total.pairs.items())]
+    return {
+        "phoenix_labels": total.summary(),
+        "phoenix_annotations_refused": total.quarantined,
+        **{f"phoenix_labels ({source})": n for source, n in sorted(total.labels.items())},
+        **agreement_metadata(rows, relevance_level),
+    }
+
+
+def agreement_metadata(
+    rows: Iterable[tuple[str, float, float, int]], relevance_level: float = 1.0
+) -> Metadata:
+    """Cohen's kappa (binarised) and weighted kappa (grades) per segment, with their pair
+    counts; an undefined kappa is left out of the numbers (said in the words)."""
+    by_segment = agreement_by_segment(rows, relevance_level)
+    out: Metadata = {
+        "label_agreement": "\n".join(f"{s}: {a.describe()}" for s, a in by_segment.items())
+        or "no document graded by both a HUMAN and an LLM annotation"
+    }
+    for segment, agreement in by_segment.items():
+        out[f"kappa_pairs ({segment})"] = agreement.pairs
+        if agreement.kappa is not None:
+            out[f"kappa ({segment})"] = agreement.kappa
+        if agreement.weighted_kappa is not None:
+            out[f"weighted_kappa ({segment})"] = agreement.weighted_kappa
+    return out

@@ -1,0 +1,180 @@
+"""Annotations to and from a Phoenix server (issue 35; docs/phoenix.md), over its HTTP API.
+
+Read: document annotations through Phoenix's GraphQL API (`POST /graphql`, the Span type's
+`documentEvaluations`, as Phoenix's UI reads them: there is no REST read route, and an unknown
+`/v1/` path answers the UI's HTML), and span annotations through
+`GET /v1/projects/{project}/span_annotations` (1,000 span ids a request, paged by cursor).
+Write: span annotations through `POST /v1/span_annotations`, `batch` a request; annotations that
+share span, name and a non-empty `identifier` are updated, not added, so a rerun replaces its own.
+A failed write is returned as a warning, never raised: the day it belongs to is not lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from itertools import islice
+from typing import Any
+
+from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
+
+SPANS_PER_READ = 1000  # Phoenix's limit of span ids a span-annotation request
+SPANS_PER_QUERY = 50  # spans asked for in one GraphQL request: Phoenix allows 50 aliases
+_DOCUMENT_FIELDS = "name annotatorKind label score documentPosition"
+_PROJECT_START = "query ($name: String!) { getProjectByName(name: $name) { startTime } }"
+
+
+@dataclass(frozen=True)
+class SpanScore:
+    span_id: str
+    metric: str  # as the project prints it: ndcg@10
+    value: float
+
+
+@dataclass
+class WriteResult:
+    written: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def _client(store: PhoenixStore) -> Any:
+    import httpx
+
+    headers = {"authorization": f"Bearer {store.api_key}"} if store.api_key else {}
+    return httpx.Client(
+        base_url=store.endpoint.rstrip("/"), headers=headers, timeout=store.timeout_s
+    )
+
+
+def _json(response: Any, what: str) -> Any:
+    kind = response.headers.get("content-type", "")
+    if response.status_code != 200 or "json" not in kind:
+        raise PhoenixError(
+            f"{response.request.url}: {what} answered {response.status_code} {kind!r}, not JSON: "
+            "is this a Phoenix server of version 20 or later?"
+        )
+    return response.json()
+
+
+def write_span_scores(
+    store: PhoenixStore,
+    scores: Iterable[SpanScore],
+    *,
+    identifier: str,
+    explanation: str,
+    batch: int = 1000,
+) -> WriteResult:
+    """Each score as a CODE span annotation named by its metric; a failed request a warning."""
+    if not identifier:
+        raise ValueError("identifier must be non-empty: Phoenix treats '' as everyone's")
+    result = WriteResult()
+    with _client(store) as client:
+        for chunk in _chunks(scores, batch):
+            data = [
+                {
+                    "span_id": s.span_id,
+                    "name": s.metric,
+                    "annotator_kind": "CODE",
+                    "identifier": identifier,
+                    "result": {"score": s.value, "explanation": explanation},
+                }
+                for s in chunk
+            ]
+            try:
+                response = client.post(
+                    "/v1/span_annotations", params={"sync": "true"}, json={"data": data}
+                )
+                _json(response, "writing span annotations")
+            except Exception as error:  # any failure is the run's warning
+                result.warnings.append(
+                    f"{store.name}: {len(chunk)} span annotations not written: {error}"
+                )
+                continue
+            result.written += len(chunk)
+    return result
+
+
+def read_span_annotations(
+    store: PhoenixStore, span_ids: Iterable[str], names: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """The span annotations of these spans (named `names`, when given)."""
+    out: list[dict[str, Any]] = []
+    with _client(store) as client:
+        for chunk in _chunks(span_ids, SPANS_PER_READ):
+            cursor: str | None = None
+            while True:
+                params: dict[str, Any] = {"span_ids": chunk, "limit": 1000}
+                if names:
+                    params["include_annotation_names"] = list(names)
+                if cursor:
+                    params["cursor"] = cursor
+                page = _json(
+                    client.get(f"/v1/projects/{store.project}/span_annotations", params=params),
+                    "reading span annotations",
+                )
+                out.extend(page["data"])
+                cursor = page.get("next_cursor")
+                if not cursor:
+                    break
+    return out
+
+
+def read_document_annotations(store: PhoenixStore, span_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The document annotations of these spans, as `phoenix_labels.choose_labels` takes them."""
+    out: list[dict[str, Any]] = []
+    with _client(store) as client:
+        for chunk in _chunks(span_ids, SPANS_PER_QUERY):
+            aliases = " ".join(
+                f's{n}: getSpanByOtelId(spanId: "{span_id}") '
+                f"{{ documentEvaluations {{ {_DOCUMENT_FIELDS} }} }}"
+                for n, span_id in enumerate(chunk)
+                if span_id.isalnum()
+            )
+            if not aliases:
+                continue
+            answer = _json(
+                client.post("/graphql", json={"query": f"{{ {aliases} }}"}),
+                "reading document annotations",
+            )
+            if answer.get("errors"):
+                raise PhoenixError(f"{store.name}: GraphQL answered {answer['errors'][:1]}")
+            for n, span_id in enumerate(chunk):
+                span = (answer.get("data") or {}).get(f"s{n}")
+                for note in (span or {}).get("documentEvaluations", []):
+                    out.append(
+                        {
+                            "span_id": span_id,
+                            "name": note["name"],
+                            "annotator_kind": note["annotatorKind"],
+                            "label": note["label"],
+                            "score": note["score"],
+                            "document_position": note["documentPosition"],
+                        }
+                    )
+    return out
+
+
+def earliest_day(store: PhoenixStore) -> date | None:
+    """The UTC day of the project's earliest span (GraphQL `getProjectByName { startTime }`,
+    which Phoenix floors to the minute); None when the project does not exist or holds none."""
+    with _client(store) as client:
+        answer = _json(
+            client.post(
+                "/graphql", json={"query": _PROJECT_START, "variables": {"name": store.project}}
+            ),
+            "reading the project's first span",
+        )
+    if answer.get("errors"):
+        raise PhoenixError(f"{store.name}: GraphQL answered {answer['errors'][:1]}")
+    project = (answer.get("data") or {}).get("getProjectByName") or {}
+    started = project.get("startTime")
+    if not started:
+        return None
+    return datetime.fromisoformat(started).astimezone(UTC).date()
