@@ -19,6 +19,9 @@ from typing import Any
 
 from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
 
+# Failed write requests in a row after which the rest are counted, not sent: a server that is down
+# answers each request only after its timeout, and a day holds many batches.
+FAILURES_IN_A_ROW = 3
 SPANS_PER_READ = 1000  # Phoenix's limit of span ids a span-annotation request
 SPANS_PER_QUERY = 50  # spans asked for in one GraphQL request: Phoenix allows 50 aliases
 _DOCUMENT_FIELDS = "name annotatorKind label score documentPosition"
@@ -70,13 +73,17 @@ def write_span_scores(
     identifier: str,
     explanation: str,
     batch: int = 1000,
+    failures_in_a_row: int = FAILURES_IN_A_ROW,
 ) -> WriteResult:
-    """Each score as a CODE span annotation named by its metric; a failed request a warning."""
+    """Each score as a CODE span annotation named by its metric; a failed request a warning, and
+    after `failures_in_a_row` failed requests in a row the rest are counted as not written."""
     if not identifier:
         raise ValueError("identifier must be non-empty: Phoenix treats '' as everyone's")
     result = WriteResult()
+    failed = 0
+    chunks = _chunks(scores, batch)
     with _client(store) as client:
-        for chunk in _chunks(scores, batch):
+        for chunk in chunks:
             data = [
                 {
                     "span_id": s.span_id,
@@ -96,8 +103,18 @@ def write_span_scores(
                 result.warnings.append(
                     f"{store.name}: {len(chunk)} span annotations not written: {error}"
                 )
+                failed += 1
+                if failed >= failures_in_a_row:
+                    break
                 continue
+            failed = 0
             result.written += len(chunk)
+    rest = sum(len(chunk) for chunk in chunks)
+    if rest:
+        result.warnings.append(
+            f"{store.name}: {rest} more span annotations not written: {failed} requests in a row "
+            "failed, so the rest were not sent"
+        )
     return result
 
 

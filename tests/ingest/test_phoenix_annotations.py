@@ -112,6 +112,17 @@ def test_a_failed_write_is_a_warning() -> None:
     assert len(done.warnings) == 1 and "1 span annotations not written" in done.warnings[0]
 
 
+def test_writes_stop_after_failures_in_a_row_and_the_rest_are_counted() -> None:
+    store = PhoenixStore("http://127.0.0.1:9", "nowhere", timeout_s=5)
+    scores = [SpanScore(f"{n:016x}", "mrr", 1.0) for n in range(10)]
+    done = write_span_scores(
+        store, scores, identifier="retrieval_pipeline", explanation="run", batch=2
+    )
+    # 3 requests of 2 fail, then the other 4 are counted, not sent: 3 * 2 + 4 == 10
+    assert done.written == 0 and len(done.warnings) == 4
+    assert "4 more span annotations not written: 3 requests in a row failed" in done.warnings[-1]
+
+
 def test_an_empty_identifier_is_refused() -> None:
     with pytest.raises(ValueError, match="non-empty"):
         write_span_scores(
