@@ -46,7 +46,10 @@ per_segment as (
             partition_date = $day
             or partition_date between $baseline_start and $baseline_end
         )
-        and (variant, metric) in (select (variant, metric) from findings)
+        -- two filters on single columns (the join below keeps the findings' pairs), which
+        -- DuckDB applies while it scans
+        and variant in (select findings.variant from findings)
+        and metric in (select findings.metric from findings)
         and is_annotated
         and value is not null
         and not isnan(value)

@@ -10,9 +10,9 @@ remainder, exactly: the first three are the split recurring queries' changes re-
 (`why_causes`), weighted by their share of the day's traces; traffic mix and new queries are
 exact over every query (sql/attr_query_changes.sql); the remainder is what is left: the
 within-query change of the recurring queries not split (beyond SPLIT_QUERIES, or past the
-SPLIT_TRACES a day reads beyond the queries shown), for a query with
-more than TRACES_PER_SIDE traces a side the difference between its latest traces' change and
-its whole change, and rounding.
+SPLIT_TRACES a day reads beyond the queries shown), for a query with more than TRACES_PER_SIDE
+traces a side the difference between its latest traces' change and its whole change, and
+rounding.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ TRACES_PER_SIDE = 25  # the latest traces of a query per side (day, baseline) th
 # the traces a day's split reads for queries beyond those shown: with TRACES_PER_SIDE, what
 # bounds the attribution's cost whatever the traffic (queries beyond it are left unsplit)
 SPLIT_TRACES = 5_000
+ROUNDING = 1e-12  # a remainder this small is the sums' rounding: shown as 0
 
 CAUSES: dict[str, str] = {
     "rankings": "rankings (same labels, another order)",
@@ -99,12 +100,12 @@ class Contributor:
             )
         if c.entered:
             words.append(
-                "unjudged now in the top k: "
+                f"unjudged now in the top {c.depth}: "
                 + ", ".join(f"{escape(m.doc_id)} (rank {_rank(m.rank_now)})" for m in c.entered)
             )
         if c.stale_now:
             words.append("labels stale now: " + ", ".join(escape(d) for d in c.stale_now[:5]))
-        return "; ".join(words) or "no document left the top k"
+        return "; ".join(words) or f"no document left the top {c.depth}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -425,7 +426,10 @@ def _explanation(
     change = float(row["day_value"]) - float(row["base_value"])
     sums["traffic mix"] = float(row["mix"])
     sums["new queries"] = float(row["new_part"])
-    sums["remainder"] = change - math.fsum(sums.values())
+    remainder = change - math.fsum(sums.values())
+    # a rounding residue (DuckDB sums in parallel: the last bits differ from run to run) is 0,
+    # not a share of the change that flips sign between two runs of the same day
+    sums["remainder"] = 0.0 if abs(remainder) <= ROUNDING else remainder
     new_mean = row["new_day_mean"]
     return Explanation(
         segment=key[0],

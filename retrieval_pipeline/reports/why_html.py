@@ -10,6 +10,7 @@ import pandas as pd
 from retrieval_pipeline.ab.why import PairedWhy
 from retrieval_pipeline.reports.html import esc, render_table
 from retrieval_pipeline.reports.why import CAUSES, SHOWN, Explanation
+from retrieval_pipeline.text import number
 
 
 def _causes_table(explanation: Explanation) -> str:
@@ -17,7 +18,9 @@ def _causes_table(explanation: Explanation) -> str:
         {
             "cause": [CAUSES[name] for name, _ in explanation.causes],
             "change": [value for _, value in explanation.causes],
-            "share": [explanation.share(value) for _, value in explanation.causes],
+            "share": [
+                number(explanation.share(value), percent=True) for _, value in explanation.causes
+            ],
         }
     )
     return render_table(frame, caption="The change, split into causes (they add up to it)")

@@ -36,7 +36,7 @@ from retrieval_pipeline.reports import regression_html
 from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.sample import write_sample_store
 from retrieval_pipeline.store import LocalTraceStore
-from retrieval_pipeline.warehouse import connection, nightly
+from retrieval_pipeline.warehouse import attribution, connection, nightly
 from retrieval_pipeline.warehouse.stages import read_stage_gains, read_stage_metrics
 from tests.dagster_runs import (
     ASSET_NAMES,
@@ -334,13 +334,17 @@ def test_three_runs_at_once_all_succeed_and_equal_sequential_runs(
             for step in WAREHOUSE_STEPS:
                 warehouse_step(conn, store, step, run_days)
         expected_reports = {
-            day: build_report(
-                nightly.read_regression_rows(conn, day, day),
+            day: attribution.with_why(  # and why its findings moved, as the asset adds
+                conn,
                 config,
-                day,
-                nightly.label_sources(conn, day),
-                # the sample has no reranker spans: the report says so
-                (read_stage_metrics(conn, day, day), read_stage_gains(conn, day, day)),
+                build_report(
+                    nightly.read_regression_rows(conn, day, day),
+                    config,
+                    day,
+                    nightly.label_sources(conn, day),
+                    # the sample has no reranker spans: the report says so
+                    (read_stage_metrics(conn, day, day), read_stage_gains(conn, day, day)),
+                ),
             )
             for day in days
         }
