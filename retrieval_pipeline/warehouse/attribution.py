@@ -27,8 +27,6 @@ from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
 
-CHANGES_TABLE = "why_query_changes"  # temporary: the per-query rows of one day's findings
-
 Finding = tuple[str, str, str, str]  # segment, variant, metric, kind ("miss" or "watch")
 
 
@@ -60,17 +58,19 @@ def explain_findings(
     keys = pd.DataFrame(
         [f[:3] for f in unique], columns=["segment", "variant", "metric"]
     ).drop_duplicates()
-    conn.execute(f"drop table if exists {CHANGES_TABLE}")
+    # why_query_changes, temporary: the per-query rows of the day's findings, which
+    # sql/attr_finding_parts.sql and sql/attr_top_queries.sql read
+    conn.execute("drop table if exists why_query_changes")
     try:
         with registered(conn, "why_findings", keys):
             conn.execute(
-                f"create temporary table {CHANGES_TABLE} as {load_sql('attr_query_changes')}",
+                "create temporary table why_query_changes as " + load_sql("attr_query_changes"),
                 params,
             )
         parts = conn.execute(load_sql("attr_finding_parts")).df()
         top = conn.execute(load_sql("attr_top_queries"), {"top": why.SPLIT_QUERIES}).df()
     finally:
-        conn.execute(f"drop table if exists {CHANGES_TABLE}")
+        conn.execute("drop table if exists why_query_changes")
     traces = _query_traces(conn, top, params) if len(top) else {}
     scorings = {metric: scoring_of(config, metric) for metric in keys["metric"].unique()}
     return why.explain(unique, parts, top, traces, scorings)

@@ -390,9 +390,9 @@ def test_report_metadata_has_a_table_and_headline_numbers(nightly: Setup) -> Non
     assert isinstance(metadata["report"], dg.MarkdownMetadataValue)
     assert "| multi_hop | candidate | ndcg@10 |" in str(metadata["report"].value)
     report = json.loads((nightly.reports / "regression_report_2026-11-30.json").read_text())
-    for name, value in report["headline"].items():
-        assert isinstance(metadata[name], dg.FloatMetadataValue)
-        assert metadata[name].value == pytest.approx(value)
+    for name, value in report["headline"].items():  # plotted as `Overall ndcg@10 (control)`
+        assert isinstance(metadata[f"Overall {name}"], dg.FloatMetadataValue)
+        assert metadata[f"Overall {name}"].value == pytest.approx(value)
     assert set(report["headline"]) == {
         f"{metric} ({variant})"
         for metric in CONFIG.headline_metrics
