@@ -6,7 +6,6 @@ when a command runs."""
 from __future__ import annotations
 
 import importlib
-import os
 
 import click
 
@@ -38,12 +37,3 @@ class _Commands(click.Group):
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Score recorded retrieval traces: NDCG, MRR, precision, recall, MAP."""
-
-
-def entry() -> None:
-    """The `retrieval-pipeline` program: `main`, with pydantic's plugin discovery off unless
-    PYDANTIC_DISABLE_PLUGINS is set. Discovery reads the entry points of every installed
-    package when the configuration's models are built, a share of a short command's start-up
-    (bench/README.md, "Start-up"), and no command uses a pydantic plugin."""
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    main()
