@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -30,6 +30,7 @@ from retrieval_pipeline.reports.why_causes import (
     Scoring,
     ranking_from_labels,
     split_query,
+    with_entered,
 )
 from retrieval_pipeline.segments import segment_label
 from retrieval_pipeline.text import escape_markdown, markdown_table, number
@@ -345,6 +346,37 @@ def query_traces(
             )
         )
     return out
+
+
+def served_ids_wanted(explanations: Iterable[Explanation]) -> list[tuple[str, str, str, str]]:
+    """(segment, variant, metric, query) of each contributor shown whose coverage part moved
+    the mean in the change's direction: the queries whose unjudged documents now in the top k
+    are worth naming (and the day's id lists worth reading: docs/why.md)."""
+    return [
+        (e.segment, e.variant, e.metric, c.query_id)
+        for e in explanations
+        for c in e.contributors
+        if c.change is not None and c.change.coverage * e.change > 0
+    ]
+
+
+def with_served_ids(
+    explanations: Iterable[Explanation],
+    traces: Mapping[tuple[str, str, str, str], Sequence[QueryTrace]],
+) -> tuple[Explanation, ...]:
+    """`explanations` with the unjudged documents now in the top k of each contributor whose
+    traces (`query_traces` with the day's served ids) are in `traces`."""
+    out = []
+    for e in explanations:
+        contributors = tuple(
+            replace(c, change=with_entered(c.change, traces[key]))
+            if c.change is not None
+            and (key := (e.segment, e.variant, e.metric, c.query_id)) in traces
+            else c
+            for c in e.contributors
+        )
+        out.append(replace(e, contributors=contributors))
+    return tuple(out)
 
 
 def split_plan(top: pd.DataFrame) -> pd.DataFrame:

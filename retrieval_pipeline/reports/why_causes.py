@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
@@ -199,6 +199,32 @@ def split_query(traces: Sequence[QueryTrace], scoring: Scoring) -> QueryChange |
     )
 
 
+def entered_documents(
+    day: Sequence[QueryTrace], then: Mapping[str, float], now: Mapping[str, float], k: int
+) -> list[DocumentMove]:
+    """The documents judged neither then nor now whose median rank over the day's served top k
+    (`QueryTrace.top`, where read) is in it, best rank first; their place in the baseline is
+    not read (None)."""
+    served = [QueryTrace(True, t.served_at, t.top[:k], {}, t.value) for t in day if t.top]
+    unjudged = {d for t in served for d in t.retrieved if d not in now and d not in then}
+    entered = [
+        DocumentMove(d, None, None, None, rank)
+        for d in unjudged
+        if (rank := median_rank(d, served)) is not None and rank <= k
+    ]
+    entered.sort(key=lambda m: (m.rank_now or 0, m.doc_id))
+    return entered
+
+
+def with_entered(change: QueryChange, traces: Sequence[QueryTrace]) -> QueryChange:
+    """`change` with the unjudged documents now in its top k, from `traces` whose day traces
+    carry their served top k."""
+    day = [t for t in traces if t.on_day]
+    then = merged_labels(t for t in traces if not t.on_day)
+    entered = entered_documents(day, then, merged_labels(day), change.depth)
+    return replace(change, entered=tuple(entered[:MOVES_SHOWN]))
+
+
 def moves(
     day: Sequence[QueryTrace],
     base: Sequence[QueryTrace],
@@ -225,14 +251,7 @@ def moves(
     relevant = [d for d, grade in then.items() if grade >= scoring.relevance_level]
     fell = [m for m in map(move, relevant) if in_top(m.rank_then) and not in_top(m.rank_now)]
     fell.sort(key=lambda m: (-(m.grade_then or 0.0), m.rank_then or 0, m.doc_id))
-    served = [QueryTrace(True, t.served_at, t.top[:k], {}, t.value) for t in day if t.top]
-    unjudged = {d for t in served for d in t.retrieved if d not in now and d not in then}
-    entered = [
-        DocumentMove(d, None, None, None, rank)
-        for d in unjudged
-        if in_top(rank := median_rank(d, served))
-    ]
-    entered.sort(key=lambda m: (m.rank_now or 0, m.doc_id))
+    entered = entered_documents(day, then, now, k)
     stale_ids = {d for t in day for d in t.stale}
     stale = tuple(sorted(d for d in then if d not in now and d in stale_ids))
     return tuple(fell[:MOVES_SHOWN]), tuple(entered[:MOVES_SHOWN]), stale

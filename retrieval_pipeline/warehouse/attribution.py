@@ -22,7 +22,7 @@ from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.metrics import parse_metric
 from retrieval_pipeline.reports import why
 from retrieval_pipeline.reports.regression import RegressionReport
-from retrieval_pipeline.reports.why_causes import QueryTrace, Scoring
+from retrieval_pipeline.reports.why_causes import Scoring
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -55,14 +55,14 @@ def explain_findings(
     start, end = config.baseline.window(day)
     window = {"day": day, "baseline_start": start, "baseline_end": end}
     params = {**window, "overall_segment": OVERALL_SEGMENT}
-    keys = pd.DataFrame(
+    keys_frame = pd.DataFrame(
         [f[:3] for f in unique], columns=["segment", "variant", "metric"]
     ).drop_duplicates()
     # why_query_changes, temporary: the per-query rows of the day's findings, which
     # sql/attr_finding_parts.sql and sql/attr_top_queries.sql read
     conn.execute("drop table if exists why_query_changes")
     try:
-        with registered(conn, "why_findings", keys):
+        with registered(conn, "why_findings", keys_frame):
             conn.execute(
                 "create temporary table why_query_changes as " + load_sql("attr_query_changes"),
                 params,
@@ -71,9 +71,27 @@ def explain_findings(
         top = conn.execute(load_sql("attr_top_queries"), {"top": why.SPLIT_QUERIES}).df()
     finally:
         conn.execute("drop table if exists why_query_changes")
-    traces = _query_traces(conn, top, params) if len(top) else {}
-    scorings = {metric: scoring_of(config, metric) for metric in keys["metric"].unique()}
-    return why.explain(unique, parts, top, traces, scorings)
+    if top.empty:
+        return why.explain(unique, parts, top, {}, {})
+    keys = ["segment", "variant", "metric", "query_id"]
+    with registered(conn, "why_queries", why.split_plan(top)[keys]):
+        rows = _records(conn, "attr_query_traces", {**params, "per_side": why.TRACES_PER_SIDE})
+    scorings = {metric: scoring_of(config, metric) for metric in keys_frame["metric"].unique()}
+    explained = why.explain(unique, parts, top, why.query_traces(rows), scorings)
+    wanted = why.served_ids_wanted(explained)
+    if not wanted:
+        return explained
+    # the day's id lists, the widest column, read only where coverage moved the mean
+    shown = pd.DataFrame(wanted, columns=keys)
+    depth = max(scoring_of(config, str(m)).depth for m in shown["metric"].unique())
+    with registered(conn, "why_shown", shown):
+        served = _records(
+            conn, "attr_day_top", {"day": day, "overall_segment": OVERALL_SEGMENT, "depth": depth}
+        )
+    tops = {str(r["trace_id"]): r["top_ids"] or [] for r in served}
+    chosen = set(wanted)
+    kept = [r for r in rows if (r["segment"], r["variant"], r["metric"], r["query_id"]) in chosen]
+    return why.with_served_ids(explained, why.query_traces(kept, tops))
 
 
 def _records(
@@ -82,31 +100,6 @@ def _records(
     cursor = conn.execute(load_sql(statement), params)
     names = [column[0] for column in cursor.description or ()]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
-def _query_traces(
-    conn: duckdb.DuckDBPyConnection, top: pd.DataFrame, params: dict[str, object]
-) -> dict[tuple[str, str, str, str], list[QueryTrace]]:
-    """The traces of each finding's top queries (sql/attr_query_traces.sql), with the day's
-    served top k of the queries shown (sql/attr_day_top.sql)."""
-    keys = ["segment", "variant", "metric", "query_id"]
-    with registered(conn, "why_queries", why.split_plan(top)[keys]):
-        rows = _records(conn, "attr_query_traces", {**params, "per_side": why.TRACES_PER_SIDE})
-    shown = top[top["place"] <= why.SHOWN]
-    depth = max(scoring_of_depth(str(m)) for m in shown["metric"].unique())
-    with registered(conn, "why_shown", shown[keys]):
-        served = _records(
-            conn,
-            "attr_day_top",
-            {"day": params["day"], "overall_segment": OVERALL_SEGMENT, "depth": depth},
-        )
-    tops = {str(r["trace_id"]): r["top_ids"] or [] for r in served}
-    return why.query_traces(rows, tops)
-
-
-def scoring_of_depth(metric: str) -> int:
-    """The cut-off what changed reads for `metric` (its k, else `why_causes.DEFAULT_DEPTH`)."""
-    return Scoring(parse_metric(metric)).depth
 
 
 def report_findings(misses: Sequence[object], watch: Sequence[object]) -> list[Finding]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -199,3 +200,25 @@ def test_a_miss_without_a_number_is_not_explained(tmp_path: Path) -> None:
     assert ("s", "v", "ndcg@10") in {(m.segment, m.variant, m.metric) for m in report.misses}
     assert all(m.value is not None and math.isnan(m.value) for m in report.misses)
     assert report.why == ()
+
+
+@pytest.mark.parametrize(("cause", "reads_ids"), [("rankings", False), ("coverage", True)])
+def test_the_day_s_id_lists_are_read_only_where_coverage_moved_the_mean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cause: str, reads_ids: bool
+) -> None:
+    """retrieved_ids, the widest column, is read (sql/attr_day_top.sql) only to name unjudged
+    documents where they cost the mean something."""
+    read: list[str] = []
+    records = attribution._records
+
+    def recording(
+        conn: duckdb.DuckDBPyConnection, statement: str, params: dict[str, object]
+    ) -> list[dict[str, Any]]:
+        read.append(statement)
+        return records(conn, statement, params)
+
+    monkeypatch.setattr(attribution, "_records", recording)
+    e, _ = explanation(tmp_path, cause)
+    assert ("attr_day_top" in read) is reads_ids
+    lead = e.contributors[0].change
+    assert lead is not None and bool(lead.entered) is reads_ids
