@@ -25,6 +25,7 @@ from retrieval_pipeline.records import MAX_GRADE
 
 KIND_ORDER = ("HUMAN", "LLM", "CODE")  # earlier wins on one document
 LABEL_GRADES = {"relevant": 1.0, "unrelated": 0.0, "irrelevant": 0.0, "not relevant": 0.0}
+FIRST_REASONS = 5  # the reasons of refused annotations a tally keeps, for the metadata
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,18 @@ class LabelTally:
 
     def refuse(self, span_id: str, position: int | None, reason: str) -> None:
         self.quarantined += 1
-        if len(self.reasons) < 5:
+        if len(self.reasons) < FIRST_REASONS:
             self.reasons.append(f"span {span_id} document {position}: {reason}")
+
+    def add(self, other: LabelTally) -> None:
+        """Count `other`'s too (the days of a range), keeping the first few reasons."""
+        self.labels.update(other.labels)
+        self.spans_labelled += other.spans_labelled
+        self.spans_with_own_labels += other.spans_with_own_labels
+        self.quarantined += other.quarantined
+        self.reasons += other.reasons[: max(0, FIRST_REASONS - len(self.reasons))]
+        self.skipped += other.skipped
+        self.pairs.update(other.pairs)
 
     def summary(self) -> str:
         """One line: `12 labels from Phoenix (phoenix:human 9, phoenix:llm 3) on 4 spans; ...`."""

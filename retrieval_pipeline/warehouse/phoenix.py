@@ -13,7 +13,8 @@ import duckdb
 import pandas as pd
 
 from retrieval_pipeline.ingest.phoenix_annotations import SpanScore
-from retrieval_pipeline.warehouse.session import registered, transaction
+from retrieval_pipeline.warehouse.partitions import replace_partitions
+from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
 
 AgreementRow = tuple[str, float, float, int]  # segment, HUMAN grade, LLM grade, documents
@@ -27,9 +28,9 @@ def replace_label_pairs(
         [(s, float(h), float(m), int(n)) for (s, h, m), n in sorted(pairs.items())],
         columns=["segment", "human_grade", "llm_grade", "documents"],
     ).astype({"segment": "object", "human_grade": "float64", "llm_grade": "float64"})
-    with registered(conn, "stg_label_agreement", frame), transaction(conn):
-        conn.execute(load_sql("delete_label_agreement"), {"partition_date": day})
-        conn.execute(load_sql("insert_label_agreement"), {"partition_date": day})
+    with registered(conn, "stg_label_agreement", frame):
+        params: dict[str, object] = {"partition_date": day}
+        replace_partitions(conn, "label_agreement", [day], "int_label_agreement", params)
 
 
 def read_label_pairs(conn: duckdb.DuckDBPyConnection, day: date) -> list[AgreementRow]:

@@ -27,7 +27,7 @@ from retrieval_pipeline.records import unknown_field_lines
 from retrieval_pipeline.reports.regression import RegressionReport
 from retrieval_pipeline.reports.why import why_table
 from retrieval_pipeline.segments import OVERALL_SEGMENT
-from retrieval_pipeline.text import markdown_table
+from retrieval_pipeline.text import finite, markdown_table
 from retrieval_pipeline.warehouse.ingestion import IngestCounts
 from retrieval_pipeline.warehouse.steps import LabelCounts, MetricCounts
 
@@ -185,12 +185,6 @@ def plot_label(segment: str, variant: str, metric: str) -> str:
     return f"Segment {segment}: {metric} ({variant})"
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or pd.isna(value):
-        return None
-    return float(value)
-
-
 def plot_values(report: RegressionReport) -> dict[str, float]:
     """The numbers the Plots view draws, most telling first (the UI keeps the first 100 labels):
     each variant's overall headline metrics, the day's misses, then every other segment's
@@ -212,7 +206,7 @@ def plot_values(report: RegressionReport) -> dict[str, float]:
         if row["metric"] not in report.headline_metrics and key not in missed:
             continue
         label = plot_label(*(str(part) for part in key))
-        mean, threshold = _number(row["mean"]), _number(row.get("threshold"))
+        mean, threshold = finite(row["mean"]), finite(row.get("threshold"))
         if mean is not None:
             out[label] = mean
         if threshold is not None:
@@ -261,13 +255,7 @@ def phoenix_label_metadata(tallies: Sequence[LabelTally], relevance_level: float
     agreement per segment, in words and numbers (docs/phoenix.md)."""
     total = LabelTally()
     for tally in tallies:
-        total.labels.update(tally.labels)
-        total.spans_labelled += tally.spans_labelled
-        total.spans_with_own_labels += tally.spans_with_own_labels
-        total.skipped += tally.skipped
-        total.pairs.update(tally.pairs)
-        total.quarantined += tally.quarantined
-        total.reasons += tally.reasons[: max(0, 5 - len(total.reasons))]
+        total.add(tally)
     rows = [(s, h, m, n) for (s, h, m), n in sorted(total.pairs.items())]
     return {
         "phoenix_labels": total.summary(),

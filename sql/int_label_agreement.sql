@@ -1,6 +1,5 @@
 -- A day's HUMAN/LLM grade pairs (the registered relation `stg_label_agreement`, counted while
--- the day's Phoenix spans were labelled) into `label_agreement`, dated $partition_date.
-insert into label_agreement by name
+-- the day's Phoenix spans were labelled) as rows of `label_agreement`, dated $partition_date.
 with
 
 final as (
