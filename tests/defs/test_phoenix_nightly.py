@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import httpx
 import pytest
 
 from retrieval_pipeline.config import CONFIG_ENV
@@ -126,13 +125,7 @@ def annotated_day(phoenix: PhoenixServer) -> str:
         spans.append(openinference_retriever(record, "e5" + f"{n + 1:030x}", rng))
     phoenix.send(to_protobuf(export_line([spans], project=PROJECT)))
     wait_until_stored(phoenix, len(spans), PROJECT)
-    answer = httpx.post(
-        f"{phoenix.base_url}/v1/document_annotations",
-        params={"sync": "true"},
-        json={"data": NOTES},
-        timeout=60,
-    )
-    assert answer.status_code == 200, answer.text
+    phoenix.annotate_documents(NOTES)
     return phoenix.base_url
 
 

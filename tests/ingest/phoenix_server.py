@@ -37,6 +37,18 @@ class PhoenixServer:
         with urllib.request.urlopen(request, timeout=60) as response:
             assert response.status == 200, response.read()
 
+    def annotate_documents(self, notes: list[dict[str, object]]) -> None:
+        """Document annotations written as a user's tools write them (`sync`: stored on return)."""
+        import httpx
+
+        answer = httpx.post(
+            f"{self.base_url}/v1/document_annotations",
+            params={"sync": "true"},
+            json={"data": notes},
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+
 
 def _environment(working_dir: Path, port: int, grpc_port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PHOENIX_", "OTEL_"))}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 
-import httpx
 import pytest
 
 from retrieval_pipeline.ingest.phoenix import PhoenixStore
@@ -60,13 +59,7 @@ def test_labels_in_scores_out_and_a_rerun_updates(phoenix: PhoenixServer) -> Non
         doc(span_ids[1], 0, "LLM", score=1.0),
         doc(span_ids[2], 0, "CODE", score=1.0),
     ]
-    answer = httpx.post(
-        f"{phoenix.base_url}/v1/document_annotations",
-        params={"sync": "true"},
-        json={"data": notes},
-        timeout=60,
-    )
-    assert answer.status_code == 200, answer.text
+    phoenix.annotate_documents(notes)
 
     read = read_document_annotations(store, span_ids)
     # Phoenix 20 keeps ONE document annotation per span, position and name, whatever its kind
