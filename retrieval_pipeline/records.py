@@ -17,6 +17,11 @@ from decimal import Decimal
 
 from retrieval_pipeline.text import closest, printable
 
+# The stage a record scores (its `stage` field): the first-stage ranking, and a reranker's input
+# and output. The input's record is the reranker span's id with INPUT_SUFFIX as its trace_id.
+STAGE_RETRIEVER, STAGE_RERANKER_INPUT, STAGE_RERANKER = "retriever", "reranker_input", "reranker"
+INPUT_SUFFIX = ":input"
+
 
 class RecordError(ValueError):
     """A record that cannot be scored: `field` names the offending field (None: whole record)."""

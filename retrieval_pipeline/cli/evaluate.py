@@ -35,6 +35,7 @@ from retrieval_pipeline.text import json_text
 if TYPE_CHECKING:
     from retrieval_pipeline.ab.stages import StageGain
     from retrieval_pipeline.cli.trec import TrecInput
+    from retrieval_pipeline.config import TraceFormatConfig
     from retrieval_pipeline.ingest.span_pieces import SpanReading
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
@@ -170,8 +171,6 @@ def evaluate(
 
     import duckdb
 
-    from retrieval_pipeline.cli.trec import read_run, trec_output
-    from retrieval_pipeline.config import load_config
     from retrieval_pipeline.reports.per_query import write_table
     from retrieval_pipeline.warehouse.evaluation import run_evaluation, span_reading
 
@@ -180,9 +179,11 @@ def evaluate(
     run_input: TrecInput | None = None
     try:
         if trec_run is not None:
+            from retrieval_pipeline.cli.trec import read_run
+
             run_input = read_run(trec_run)
         source = run_input.records if run_input is not None else list(traces)
-        reading = span_reading(load_config(config_path).trace_format, topics)
+        reading = span_reading(_trace_format(config_path), topics)
         # the quarantine goes to its file from the warehouse, a batch at a time; the summary
         # shows the first few
         run = run_evaluation(
@@ -199,7 +200,11 @@ def evaluate(
             judgments=list(judgments),
             left_out_lines=run_input.run.quarantine if run_input is not None else None,
         )
-        lines = trec_output(run, run_input, gain) if fmt == "trec" else None
+        lines = None
+        if fmt == "trec":
+            from retrieval_pipeline.cli.trec import trec_output
+
+            lines = trec_output(run, run_input, gain)
         if stages:
             staged = stage_runs(
                 run,
@@ -306,6 +311,18 @@ def _stages_text(staged: StageSummary) -> str:
     from retrieval_pipeline.reports.stages import stages_text
 
     return stages_text(*staged)
+
+
+def _trace_format(config_path: Path | None) -> TraceFormatConfig | None:
+    """The config's `[trace_format]` (--config, else $RETRIEVAL_PIPELINE_CONFIG); None without a
+    config, so that the configuration's models load only where one is given."""
+    from retrieval_pipeline import environment
+
+    if config_path is None and environment.path(environment.CONFIG) is None:
+        return None
+    from retrieval_pipeline.config import load_config
+
+    return load_config(config_path).trace_format
 
 
 def _kind_name(spec: str) -> str:

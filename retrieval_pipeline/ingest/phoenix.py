@@ -29,7 +29,6 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrieval_pipeline.config import PhoenixConfig, TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import SpanView
 from retrieval_pipeline.ingest.phoenix_labels import LabelTally
 from retrieval_pipeline.ingest.pieces import RawPiece
@@ -46,6 +45,8 @@ from retrieval_pipeline.store import TraceStoreError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from retrieval_pipeline.config import PhoenixConfig, TraceFormatConfig
 
 # The client's default limit; a page of spans at a time is what a day's memory holds.
 PAGE_SPANS = 1000

@@ -22,18 +22,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import parse_qs, urlsplit
 
 from retrieval_pipeline.ingest.delta import is_delta_table, read_delta_table, table_version
 from retrieval_pipeline.ingest.filesystems import S3Settings, StoreError
-from retrieval_pipeline.ingest.phoenix import PhoenixDay, PhoenixStore
 from retrieval_pipeline.store import DayBatches
+
+if TYPE_CHECKING:  # Phoenix's reader loads where a Phoenix day is named
+    from retrieval_pipeline.ingest.phoenix import PhoenixDay
 
 PHOENIX_SCHEMES = ("phoenix+http://", "phoenix+https://")
 
 # What a named source opens as: paths (files, folders, URLs), a Phoenix day, or record batches.
-OpenedSource: TypeAlias = list[str | Path] | PhoenixDay | DayBatches
+OpenedSource: TypeAlias = "list[str | Path] | PhoenixDay | DayBatches"
 
 
 class SourceError(ValueError):
@@ -70,6 +72,8 @@ def phoenix_day(spec: str) -> PhoenixDay:
     except ValueError:
         raise SourceError(f"{spec}: day={days[0]} is not a date (YYYY-MM-DD)") from None
     endpoint = f"{parts.scheme}://{parts.netloc}{prefix}"
+    from retrieval_pipeline.ingest.phoenix import PhoenixDay, PhoenixStore
+
     return PhoenixDay(PhoenixStore(endpoint, project), day)
 
 

@@ -16,16 +16,20 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece
-from retrieval_pipeline.ingest.spans import STAGE_RETRIEVER, SpanConverter, SpanRow
 from retrieval_pipeline.ingest.topics import Topics, load_topics
+from retrieval_pipeline.records import STAGE_RETRIEVER
+
+if TYPE_CHECKING:  # the span converter and the configuration load where spans are read
+    from retrieval_pipeline.config import TraceFormatConfig
+    from retrieval_pipeline.ingest.spans import SpanConverter, SpanRow
 
 # Records per piece: a piece of spans is small beside a JSON-lines piece, as each record was
 # built in Python already.
@@ -35,19 +39,29 @@ ROWS_PER_PIECE = 20_000
 @dataclass(frozen=True)
 class SpanReading:
     """How spans become records: the `[trace_format]` mapping (its `topics_file` included), and
-    which stage is kept (`retriever`, `reranker_input` or `reranker`)."""
+    which stage is kept (`retriever`, `reranker_input` or `reranker`). Without a mapping
+    (None) the section's defaults apply, built when a span is first read (`format`)."""
 
-    trace_format: TraceFormatConfig = field(default_factory=TraceFormatConfig)
+    trace_format: TraceFormatConfig | None = None
     stage: str = STAGE_RETRIEVER
+
+    @cached_property
+    def format(self) -> TraceFormatConfig:
+        """The mapping in force: the one given, else the defaults (OpenInference names)."""
+        from retrieval_pipeline.ingest.spans import default_trace_format
+
+        return self.trace_format if self.trace_format is not None else default_trace_format()
 
     @cached_property
     def topics(self) -> Topics | None:
         """The topics file of the mapping, read once for every converter (None: no file)."""
-        path = self.trace_format.topics_file
+        path = self.format.topics_file
         return None if path is None else load_topics(path)
 
     def converter(self) -> SpanConverter:
-        return SpanConverter(self.trace_format, topics=self.topics)
+        from retrieval_pipeline.ingest.spans import SpanConverter
+
+        return SpanConverter(self.format, topics=self.topics)
 
 
 def span_file_pieces(path: Path, order: int, reading: SpanReading) -> Iterator[RawPiece]:

@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrieval_pipeline import environment
-from retrieval_pipeline.config import TraceFormatConfig
 from retrieval_pipeline.ingest.otlp import OTLP_FIELD, BadSpan, SpanView, otlp_spans, read_lines
 from retrieval_pipeline.ingest.span_documents import (
     SpanError,
@@ -45,17 +45,23 @@ from retrieval_pipeline.ingest.span_documents import (
     words,
 )
 from retrieval_pipeline.ingest.topics import Topics, load_topics
-from retrieval_pipeline.records import RecordError, parse_record
+from retrieval_pipeline.records import (  # the stage names are the records' (re-exported here)
+    INPUT_SUFFIX,
+    STAGE_RERANKER,
+    STAGE_RERANKER_INPUT,
+    STAGE_RETRIEVER,
+    RecordError,
+    parse_record,
+)
+
+if TYPE_CHECKING:  # the configuration's models (pydantic) load only where spans are read
+    from retrieval_pipeline.config import TraceFormatConfig
 
 SPAN_KIND_ATTRIBUTE = "openinference.span.kind"
 RETRIEVER_KIND, RERANKER_KIND = "RETRIEVER", "RERANKER"
 GENAI_OPERATION_ATTRIBUTE = "gen_ai.operation.name"
 GENAI_RETRIEVAL = "retrieval"
 
-# The stage a record scores (its `stage` field): the first-stage ranking, and a reranker's input
-# and output. The input's record is the reranker span's id with INPUT_SUFFIX as its trace_id.
-STAGE_RETRIEVER, STAGE_RERANKER_INPUT, STAGE_RERANKER = "retriever", "reranker_input", "reranker"
-INPUT_SUFFIX = ":input"
 
 # How many traces' RETRIEVER fields are kept for the RERANKER spans that follow them. A reranker
 # starts after its retriever ends, and exporters write spans as they end, so its retriever is a
@@ -144,6 +150,15 @@ class _Held:
     line_number: int
 
 
+def default_trace_format() -> TraceFormatConfig:
+    """The `[trace_format]` section's defaults (OpenInference names), imported where spans are
+    read: the configuration's models cost a command that reads no span (`evaluate` of JSON
+    lines) a good share of its start-up."""
+    from retrieval_pipeline.config import TraceFormatConfig
+
+    return TraceFormatConfig()
+
+
 _SEVERAL = "several"  # a trace with more than one RETRIEVER span
 
 
@@ -159,7 +174,7 @@ class SpanConverter:
         topics: Topics | None = None,
         recent_spans: int = RECENT_SPANS,
     ) -> None:
-        self.format = trace_format or TraceFormatConfig()
+        self.format = trace_format or default_trace_format()
         # query texts to ids: given (loaded once for many converters), else the format's file
         if topics is None and self.format.topics_file is not None:
             topics = load_topics(self.format.topics_file)

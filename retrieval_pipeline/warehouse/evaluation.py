@@ -10,16 +10,15 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from retrieval_pipeline.config import TraceFormatConfig, config_from_mapping
 from retrieval_pipeline.ingest.filesystems import S3Settings
 from retrieval_pipeline.ingest.source_kinds import open_sources
 from retrieval_pipeline.ingest.span_pieces import SpanReading
-from retrieval_pipeline.ingest.spans import STAGE_RETRIEVER
 from retrieval_pipeline.metrics import (
     DEFAULT_GMAX,
     DEFAULT_METRICS,
@@ -33,6 +32,7 @@ from retrieval_pipeline.metrics import (
     with_coverage,
     with_residuals,
 )
+from retrieval_pipeline.records import STAGE_RETRIEVER
 from retrieval_pipeline.reports.judgment_join import JudgmentJoin
 from retrieval_pipeline.reports.per_query import write_batches
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
@@ -54,6 +54,9 @@ from retrieval_pipeline.warehouse.steps import (
     compute_query_metrics,
     query_metrics_wide,
 )
+
+if TYPE_CHECKING:  # the configuration's models load only where a mapping is given
+    from retrieval_pipeline.config import TraceFormatConfig
 
 
 @dataclass(frozen=True)
@@ -323,7 +326,12 @@ def span_reading(
     stage: str = STAGE_RETRIEVER,
 ) -> SpanReading:
     """How spans become records, from the `[trace_format]` keys (a mapping is validated as the
-    TOML's section is), a topics file that overrides the section's, and the stage to score."""
+    TOML's section is), a topics file that overrides the section's, and the stage to score.
+    With neither, the configuration's models are not loaded (`SpanReading.format`)."""
+    if trace_format is None and topics is None:
+        return SpanReading(stage=stage)
+    from retrieval_pipeline.config import TraceFormatConfig, config_from_mapping
+
     if trace_format is None:
         chosen = TraceFormatConfig()
     elif isinstance(trace_format, TraceFormatConfig):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
@@ -23,9 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from retrieval_pipeline.ingest.filesystems import S3Settings
-from retrieval_pipeline.ingest.judgments import Judgments, read_judgments
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sql import load_sql
+
+if TYPE_CHECKING:
+    from retrieval_pipeline.ingest.judgments import Judgments
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,11 @@ def load_judgments(
 ) -> JudgmentsLoad:
     """Read the judgments of `sources` (files, folders, `s3://` URLs; none: no judgments) and
     replace `judgments` and `judgment_rejects` with them in one transaction."""
-    read = read_judgments(list(sources), settings) if sources else None
+    read = None
+    if sources:  # the judgment readers are imported only where judgments are given
+        from retrieval_pipeline.ingest.judgments import read_judgments
+
+        read = read_judgments(list(sources), settings)
     with transaction(conn):
         conn.execute("delete from judgments")
         conn.execute("delete from judgment_rejects")

@@ -7,12 +7,13 @@ of their own; JSON lines are read by `ingest.jsonl` alone.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeGuard, cast
 
 import duckdb
 import pandas as pd
@@ -24,13 +25,15 @@ from retrieval_pipeline.ingest.files import TraceFile, TraceFileError, discover
 from retrieval_pipeline.ingest.jsonl import jsonl_file_pieces, jsonl_piece
 from retrieval_pipeline.ingest.otlp import SpanFileError
 from retrieval_pipeline.ingest.parquet import parquet_pieces
-from retrieval_pipeline.ingest.phoenix import PhoenixDay, phoenix_pieces
 from retrieval_pipeline.ingest.pieces import RawPiece, coalesced
 from retrieval_pipeline.ingest.span_pieces import SpanReading, span_file_pieces
-from retrieval_pipeline.ingest.spans import STAGE_RETRIEVER
+from retrieval_pipeline.records import STAGE_RETRIEVER
 from retrieval_pipeline.store import DayBatches
 from retrieval_pipeline.warehouse.connection import set_time_zone
 from retrieval_pipeline.warehouse.validation import RowsOfFile, rows_as_raw, rows_of_files_as_raw
+
+if TYPE_CHECKING:
+    from retrieval_pipeline.ingest.phoenix import PhoenixDay
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,19 @@ class NumberedFiles:
 
 
 TraceSource: TypeAlias = (
-    Sequence[Path | str] | NumberedFiles | pd.DataFrame | pa.Table | PhoenixDay | DayBatches
+    "Sequence[Path | str] | NumberedFiles | pd.DataFrame | pa.Table | PhoenixDay | DayBatches"
 )
 
 # Rows of a Parquet file or an Arrow table validated at once (JSON lines go by
 # ingest.jsonl.PIECE_BYTES): the unit that keeps ingestion's memory flat in the size of a day.
 ROWS_PER_PIECE = 50_000
+
+
+def _is_phoenix_day(source: object) -> TypeGuard[PhoenixDay]:
+    """Whether `source` is a Phoenix day. Phoenix's reader is imported only where a day is named
+    (`ingest.source_kinds`), so without it loaded no source can be one."""
+    phoenix = sys.modules.get("retrieval_pipeline.ingest.phoenix")
+    return phoenix is not None and isinstance(source, phoenix.PhoenixDay)
 
 
 def raw_record_pieces(
@@ -64,7 +74,9 @@ def raw_record_pieces(
         return 1, _frame_pieces(source)
     if isinstance(source, pa.Table):
         return 1, _table_pieces(conn, source)
-    if isinstance(source, PhoenixDay):
+    if _is_phoenix_day(source):
+        from retrieval_pipeline.ingest.phoenix import phoenix_pieces
+
         return 1, phoenix_pieces(source, spans)
     if isinstance(source, DayBatches):
         return 1, _batch_pieces(conn, source)
@@ -72,7 +84,7 @@ def raw_record_pieces(
     if isinstance(source, NumberedFiles):
         numbered = [(order, file) for order, path in source.files for file in discover([path])]
     else:
-        numbered = list(enumerate(discover(source)))
+        numbered = list(enumerate(discover(cast(Sequence[Path | str], source))))
     if spans.stage != STAGE_RETRIEVER:  # only span exports hold a reranker's stages
         numbered = [(order, file) for order, file in numbered if file.kind == "otlp"]
     return len(numbered), _file_pieces(conn, numbered, spans, max_line_bytes)

@@ -337,6 +337,7 @@ def _plain_fields(piece: RawPiece, one_object_per_line: bool) -> pa.Table | None
     try:
         typed = pj.read_json(
             pa.BufferReader(piece.jsonl),
+            read_options=pj.ReadOptions(use_threads=len(piece.jsonl) > _JSON_BLOCK_BYTES),
             parse_options=pj.ParseOptions(
                 explicit_schema=PLAIN_FIELDS, unexpected_field_behavior="ignore"
             ),
@@ -346,6 +347,11 @@ def _plain_fields(piece: RawPiece, one_object_per_line: bool) -> pa.Table | None
     if typed.num_rows != piece.records.num_rows:
         return None
     return _in_scan_batches(_with_raw_columns(typed, piece.records))
+
+
+# pyarrow's JSON reader parses blocks of this size (its default) in parallel: a piece of one block
+# is read on the calling thread, which spares a few hundred traces the start of its thread pool.
+_JSON_BLOCK_BYTES = pj.ReadOptions().block_size
 
 
 def _with_raw_columns(fields: pa.Table, records: pa.Table) -> pa.Table:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -195,11 +196,20 @@ def test_a_full_disk_fails_in_one_line(traces: Path, monkeypatch: pytest.MonkeyP
 
 
 # What `evaluate` on trace records must not load: Dagster (the CLI never does), scipy (only a
-# statistical test needs it: `--stages`, `compare`), and the other commands' modules.
+# statistical test needs it: `--stages`, `compare`), the configuration's models (pydantic: only a
+# config file needs them), the readers of spans, Phoenix, judgments and TREC runs (only where
+# such an input is given), and the other commands' modules.
 NOT_FOR_EVALUATE = (
     "dagster",
     "scipy",
     "scipy.stats",
+    "pydantic",
+    "retrieval_pipeline.config",
+    "retrieval_pipeline.ingest.spans",
+    "retrieval_pipeline.ingest.phoenix",
+    "retrieval_pipeline.ingest.judgments",
+    "retrieval_pipeline.ingest.trec",
+    "retrieval_pipeline.cli.trec",
     "retrieval_pipeline.defs",
     "retrieval_pipeline.live.monitor",
     "retrieval_pipeline.cli.monitor",
@@ -220,6 +230,7 @@ def test_evaluate_imports_only_what_it_uses(traces: Path, tmp_path: Path) -> Non
         check=True,
         capture_output=True,
         text=True,
+        env={k: v for k, v in os.environ.items() if k != "RETRIEVAL_PIPELINE_CONFIG"},
         preexec_fn=default_signals,
     ).stdout
     loaded = set(json.loads(out.strip().splitlines()[-1]))

@@ -21,9 +21,9 @@ def test_the_definitions_read_spans_through_the_configs_trace_format(tmp_path: P
     resource = resources["trace_store"]
     assert isinstance(resource, TraceStoreResource)
     assert resource.config_path == str(config.absolute())
-    assert resource.span_reading().trace_format.query_id_key == "qid"
+    assert resource.span_reading().format.query_id_key == "qid"
     assert resource.span_reading().stage == "retriever"
-    assert TraceStoreResource(root="x").span_reading().trace_format.query_id_key == "query_id"
+    assert TraceStoreResource(root="x").span_reading().format.query_id_key == "query_id"
 
 
 def test_a_phoenix_store_needs_an_endpoint_and_a_project(tmp_path: Path) -> None:
