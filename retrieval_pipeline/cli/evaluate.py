@@ -35,7 +35,7 @@ from retrieval_pipeline.text import json_text
 if TYPE_CHECKING:
     from retrieval_pipeline.ab.stages import StageGain
     from retrieval_pipeline.cli.trec import TrecInput
-    from retrieval_pipeline.config import TraceFormatConfig
+    from retrieval_pipeline.config import PipelineConfig
     from retrieval_pipeline.ingest.span_pieces import SpanReading
     from retrieval_pipeline.warehouse.evaluation import EvaluationRun
 
@@ -183,7 +183,8 @@ def evaluate(
 
             run_input = read_run(trec_run)
         source = run_input.records if run_input is not None else list(traces)
-        reading = span_reading(_trace_format(config_path), topics)
+        config = _config(config_path)
+        reading = span_reading(config.trace_format if config else None, topics)
         # the quarantine goes to its file from the warehouse, a batch at a time; the summary
         # shows the first few
         run = run_evaluation(
@@ -199,6 +200,7 @@ def evaluate(
             spans=reading,
             judgments=list(judgments),
             left_out_lines=run_input.run.quarantine if run_input is not None else None,
+            phoenix=config.phoenix if config else None,
         )
         lines = None
         if fmt == "trec":
@@ -313,16 +315,17 @@ def _stages_text(staged: StageSummary) -> str:
     return stages_text(*staged)
 
 
-def _trace_format(config_path: Path | None) -> TraceFormatConfig | None:
-    """The config's `[trace_format]` (--config, else $RETRIEVAL_PIPELINE_CONFIG); None without a
-    config, so that the configuration's models load only where one is given."""
+def _config(config_path: Path | None) -> PipelineConfig | None:
+    """The config (--config, else $RETRIEVAL_PIPELINE_CONFIG: its `[trace_format]` and
+    `[phoenix]` are read); None without one, so that the configuration's models load only where
+    a config, a span or a Phoenix day needs them."""
     from retrieval_pipeline import environment
 
     if config_path is None and environment.path(environment.CONFIG) is None:
         return None
     from retrieval_pipeline.config import load_config
 
-    return load_config(config_path).trace_format
+    return load_config(config_path)
 
 
 def _kind_name(spec: str) -> str:
@@ -370,6 +373,7 @@ def summary(
         "empty_results": run.traces.empty,
         "unknown_fields": dict(run.ingest.unknown_fields),
         **(trec.counts() if trec is not None else {}),
+        **({"phoenix_labels": _phoenix_counts(run)} if run.phoenix_labels is not None else {}),
         "means": run.means(),
         "means_over": run.means_over(),
         **({"by": {"columns": list(by), "groups": _groups(run, by)}} if by else {}),
@@ -412,6 +416,19 @@ def _over_words(values: int, annotated: int) -> str:
     return words
 
 
+def _phoenix_counts(run: EvaluationRun) -> dict[str, object]:
+    """What a Phoenix day's document annotations gave, as data (`LabelTally`)."""
+    tally = run.phoenix_labels
+    assert tally is not None
+    return {
+        "labels": dict(sorted(tally.labels.items())),
+        "spans_labelled": tally.spans_labelled,
+        "spans_with_own_labels": tally.spans_with_own_labels,
+        "annotations_refused": tally.quarantined,
+        "annotations_skipped": tally.skipped,
+    }
+
+
 def summary_text(
     run: EvaluationRun,
     trec: TrecInput | None = None,
@@ -432,6 +449,8 @@ def summary_text(
         f"({labels.traces_with_stale} traces); repeated retrieved ids dropped: "
         f"{ingest.duplicate_ids_dropped}.",
     ]
+    if run.phoenix_labels is not None:
+        lines.append(f"Phoenix annotations: {run.phoenix_labels.summary()}.")
     if run.judgments.files:
         lines += [
             f"Judgments: {run.judgments.words()}.",

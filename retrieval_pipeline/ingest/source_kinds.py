@@ -29,7 +29,8 @@ from retrieval_pipeline.ingest.delta import is_delta_table, read_delta_table, ta
 from retrieval_pipeline.ingest.filesystems import S3Settings, StoreError
 from retrieval_pipeline.store import DayBatches
 
-if TYPE_CHECKING:  # Phoenix's reader loads where a Phoenix day is named
+if TYPE_CHECKING:  # Phoenix's reader and the configuration load where a Phoenix day is named
+    from retrieval_pipeline.config import PhoenixConfig
     from retrieval_pipeline.ingest.phoenix import PhoenixDay
 
 PHOENIX_SCHEMES = ("phoenix+http://", "phoenix+https://")
@@ -57,8 +58,10 @@ def _is_phoenix(spec: str | Path, settings: S3Settings | None) -> bool:
     return isinstance(spec, str) and spec.lower().startswith(PHOENIX_SCHEMES)
 
 
-def phoenix_day(spec: str) -> PhoenixDay:
-    """`phoenix+http://HOST:PORT[/PREFIX]/PROJECT?day=YYYY-MM-DD` as the day it names."""
+def phoenix_day(spec: str, labels: PhoenixConfig | None = None) -> PhoenixDay:
+    """`phoenix+http://HOST:PORT[/PREFIX]/PROJECT?day=YYYY-MM-DD` as the day it names, whose
+    document annotations are read as labels as `labels` (the `[phoenix]` section; None: its
+    defaults) says, as the nightly reads a Phoenix store's (docs/phoenix.md)."""
     parts = urlsplit(spec[len("phoenix+") :])
     prefix, _, project = parts.path.rstrip("/").rpartition("/")
     days = parse_qs(parts.query).get("day", [])
@@ -72,9 +75,11 @@ def phoenix_day(spec: str) -> PhoenixDay:
     except ValueError:
         raise SourceError(f"{spec}: day={days[0]} is not a date (YYYY-MM-DD)") from None
     endpoint = f"{parts.scheme}://{parts.netloc}{prefix}"
+    from retrieval_pipeline.config import PhoenixConfig
     from retrieval_pipeline.ingest.phoenix import PhoenixDay, PhoenixStore
 
-    return PhoenixDay(PhoenixStore(endpoint, project), day)
+    chosen = labels if labels is not None else PhoenixConfig()
+    return PhoenixDay(PhoenixStore(endpoint, project, labels=chosen), day)
 
 
 def _is_delta(spec: str | Path, settings: S3Settings | None) -> bool:
@@ -114,9 +119,12 @@ def kind_of(spec: str | Path, settings: S3Settings | None = None) -> SourceKind:
 
 
 def open_sources(
-    specs: Sequence[str | Path], settings: S3Settings | None = None
+    specs: Sequence[str | Path],
+    settings: S3Settings | None = None,
+    phoenix: PhoenixConfig | None = None,
 ) -> list[str | Path] | PhoenixDay | DayBatches:
-    """What `specs` open as: one Phoenix day or Delta table, named alone, or the files named."""
+    """What `specs` open as: one Phoenix day or Delta table, named alone, or the files named. A
+    Phoenix day reads its document annotations as `phoenix` says (`phoenix_day`)."""
     if not specs:
         raise SourceError("no trace source given: nothing to score")
     kinds = [kind_of(spec, settings) for spec in specs]
@@ -129,5 +137,7 @@ def open_sources(
         )
     if alone:
         spec, kind = alone[0]
+        if kind.name == "phoenix":
+            return phoenix_day(str(spec), phoenix)
         return kind.open(spec, settings)
     return list(specs)

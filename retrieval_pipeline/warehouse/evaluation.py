@@ -56,7 +56,8 @@ from retrieval_pipeline.warehouse.steps import (
 )
 
 if TYPE_CHECKING:  # the configuration's models load only where a mapping is given
-    from retrieval_pipeline.config import TraceFormatConfig
+    from retrieval_pipeline.config import PhoenixConfig, TraceFormatConfig
+    from retrieval_pipeline.ingest.phoenix_labels import LabelTally
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class EvaluationRun:
     judged_queries: JudgedQueries = field(default_factory=lambda: JudgedQueries(0, 0, 0))
     # how the traces' keys meet the judgments' (None without judgments)
     judgment_join: JudgmentJoin | None = None
+    # what a Phoenix day's document annotations gave as labels (None: not a Phoenix day)
+    phoenix_labels: LabelTally | None = None
 
     @property
     def judged_share(self) -> float | None:
@@ -118,12 +121,15 @@ def run_evaluation(
     judgments: Sequence[str | Path] = (),
     settings: S3Settings | None = None,
     left_out_lines: pa.Table | None = None,
+    phoenix: PhoenixConfig | None = None,
 ) -> EvaluationRun:
     """Validate, filter stale labels and score `traces` (paths or `s3://` URLs, a DataFrame or an
     Arrow table); each rbp@P is reported with its residual; `judged_only` scores condensed lists;
     span exports among the files are read as `spans` says (ingest.span_pieces); `judgments`
     (files, folders, URLs) label the traces that carry no labels of their own
-    (`warehouse.judgments`).
+    (`warehouse.judgments`). A Phoenix day named here reads its document annotations as labels
+    as `phoenix` (the `[phoenix]` section; None: its defaults) says, as the nightly does, and
+    `EvaluationRun.phoenix_labels` counts what they gave.
 
     Quarantined records (and judgment lines that could not be read) are kept in
     `EvaluationRun.quarantine` all (`quarantine_rows` None) or the first `quarantine_rows`, and
@@ -137,7 +143,7 @@ def run_evaluation(
     if isinstance(traces, str | Path):
         traces = [traces]
     if isinstance(traces, list | tuple):  # named sources: their kinds (ingest.source_kinds)
-        traces = open_sources(traces, settings)
+        traces = open_sources(traces, settings, phoenix)
     # a temporary database file, not an in-memory one: its memory stays within the limit, where
     # an in-memory database holds every table (bench/README.md)
     with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-evaluate-") as folder:
@@ -158,6 +164,9 @@ def run_evaluation(
                 spans=spans,
                 keep_retrieved_ids=bool(judgments),
             )
+            tally = getattr(traces, "tally", None)  # a Phoenix day's (ingest.phoenix.PhoenixDay)
+            if tally is not None:
+                run = replace(run, phoenix_labels=tally)
             if left_out_lines is not None and left_out_lines.num_rows:
                 run = replace(run, quarantine=_lines_first(left_out_lines, run.quarantine))
             if quarantine_file is not None:
@@ -297,6 +306,7 @@ def evaluate(
     topics: str | Path | None = None,
     stage: str = STAGE_RETRIEVER,
     settings: S3Settings | None = None,
+    phoenix: PhoenixConfig | Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
     """Per-query metrics: one row per valid trace, one column per metric (null: unannotated).
 
@@ -304,7 +314,9 @@ def evaluate(
     URLs, a Delta table's folder, `phoenix+http://HOST:PORT/PROJECT?day=YYYY-MM-DD`), a DataFrame
     or an Arrow table; `judgments` label the traces without labels of their own; `trace_format`
     (the TOML's `[trace_format]` keys, or its model) and `topics` (a query text to query id file)
-    map spans onto records; `stage` picks the stage of reranked spans to score."""
+    map spans onto records; `stage` picks the stage of reranked spans to score; `phoenix` (the
+    TOML's `[phoenix]` keys, or its model) says which document annotations of a Phoenix day are
+    labels (None: the section's defaults, as in the nightly)."""
     run = run_evaluation(
         traces,
         metrics,
@@ -316,8 +328,18 @@ def evaluate(
         spans=span_reading(trace_format, topics, stage),
         judgments=[judgments] if isinstance(judgments, str | Path) else list(judgments),
         settings=settings,
+        phoenix=_phoenix_section(phoenix),
     )
     return run.per_query
+
+
+def _phoenix_section(phoenix: PhoenixConfig | Mapping[str, object] | None) -> PhoenixConfig | None:
+    """The `[phoenix]` section as its model: a mapping is validated as the TOML's section is."""
+    if phoenix is None or not isinstance(phoenix, Mapping):
+        return phoenix
+    from retrieval_pipeline.config import config_from_mapping
+
+    return config_from_mapping({"phoenix": dict(phoenix)}).phoenix
 
 
 def span_reading(

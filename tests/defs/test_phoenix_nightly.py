@@ -12,6 +12,7 @@ no start date the first partition is the day of the project's earliest span (doc
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from datetime import UTC, date, datetime, timedelta
@@ -19,8 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pandas as pd
 import pytest
+from click.testing import CliRunner
 
+import retrieval_pipeline
+from retrieval_pipeline.cli import main as cli
 from retrieval_pipeline.config import CONFIG_ENV
 from retrieval_pipeline.defs.nightly.phoenix import phoenix_scores
 from retrieval_pipeline.defs.partitions import PHOENIX_DAYS, START_DATE_ENV, start_date
@@ -262,3 +267,50 @@ def test_the_first_partition_is_the_day_of_the_earliest_span(
     with caplog.at_level(logging.WARNING):
         assert start_date() == fallback
     assert "cannot read the first span" in caplog.text
+
+
+def test_evaluate_and_the_python_api_read_the_same_labels(
+    annotated_day: str, tmp_path: Path
+) -> None:
+    """The same Phoenix day through `evaluate` and `retrieval_pipeline.evaluate`: the document
+    annotations are labels by the same rule as in the nightly, so the values are the oracle's on
+    the labels that should win (LABELS), and the counts are the nightly's metadata's."""
+    config = tmp_path / "pipeline.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    spec = f"phoenix+{annotated_day}/{PROJECT}?day={DAY.isoformat()}"
+    out = tmp_path / "per_trace.parquet"
+    result = CliRunner().invoke(
+        cli,
+        ["evaluate", spec, "--config", str(config), "--gain", "linear",
+         "--metrics", ",".join(METRICS), "--output", str(out), "--format", "json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    counts = json.loads(result.stdout)["phoenix_labels"]
+    assert counts["labels"] == {"phoenix:human": 4, "phoenix:llm": 3}
+    assert (counts["spans_with_own_labels"], counts["annotations_refused"]) == (1, 1)
+
+    rankings = {span_id(name): ids for name, (_, ids, _) in SPANS.items()}
+    want = oracle(rankings, {span_id(name): labels for name, labels in LABELS.items()})
+    through_api = retrieval_pipeline.evaluate(
+        spec,
+        list(METRICS),
+        gain="linear",
+        phoenix={"label_annotation": ["relevance", "relevance_llm"]},
+    )
+    for frame in (pd.read_parquet(out), through_api):
+        got = {row["trace_id"]: row for row in frame.to_dict("records")}
+        assert set(got) == set(want)
+        for trace_id, values in want.items():
+            row = [got[trace_id][m] for m in METRICS]
+            if values is None:
+                assert all(v != v for v in row), trace_id  # unannotated: no value
+            else:
+                assert row == pytest.approx([values[m] for m in METRICS]), trace_id
+
+    # without the config, only the `relevance` annotations are labels: A keeps HUMAN's d1 (2) and
+    # d3 (0) but not the LLM's d2, so its nDCG falls
+    plain = retrieval_pipeline.evaluate(spec, ["ndcg@10"], gain="linear")
+    a_only_human = oracle({span_id("A"): SPANS["A"][1]}, {span_id("A"): {"d1": 2, "d3": 0}})
+    value = plain.set_index("trace_id").loc[span_id("A"), "ndcg@10"]
+    expected = a_only_human[span_id("A")]
+    assert expected is not None and value == pytest.approx(expected["ndcg@10"])
