@@ -11,11 +11,14 @@ A failed write is returned as a warning, never raised: the day it belongs to is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from itertools import islice
 from typing import Any
+from urllib.parse import unquote
 
 from retrieval_pipeline.ingest.phoenix import PhoenixError, PhoenixStore
 
@@ -47,10 +50,40 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
+# The headers Phoenix's own client sends, from the environment: PHOENIX_CLIENT_HEADERS (W3C
+# baggage form, `name=value` pairs split by commas, values URL-encoded) and PHOENIX_API_KEY.
+CLIENT_HEADERS_ENV, API_KEY_ENV = "PHOENIX_CLIENT_HEADERS", "PHOENIX_API_KEY"
+_HEADER = re.compile(
+    r"[ \t]*[\x21\x23-\x27\x2a\x2b\x2d\x2e\x30-\x39\x41-\x5a\x5e-\x7a\x7c\x7e]+[ \t]*="
+    r"[ \t]*[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*[ \t]*"
+)
+
+
+def env_client_headers(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The headers Phoenix's client takes from the process environment (names lower-cased, a
+    malformed pair left out, as it does), with PHOENIX_API_KEY as a bearer token unless they
+    name an authorization. Read here rather than through `phoenix.client`, whose import loads
+    the Phoenix server package when it is installed: this client also asks, while the Dagster
+    definitions load, for the project's first span. Phoenix's `.env` file is not read here."""
+    headers: dict[str, str] = {}
+    for pair in re.split(r"[ \t]*,[ \t]*", environ.get(CLIENT_HEADERS_ENV) or ""):
+        if pair and _HEADER.fullmatch(pair.strip()):
+            name, value = pair.split("=", 1)
+            headers[unquote(name).strip().lower()] = unquote(value).strip()
+    api_key = environ.get(API_KEY_ENV)
+    if api_key and "authorization" not in headers:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
 def _client(store: PhoenixStore) -> Any:
+    """An HTTP client for the store's endpoint, with the headers Phoenix's client would send
+    (`env_client_headers`; the store's own API key first)."""
     import httpx
 
-    headers = {"authorization": f"Bearer {store.api_key}"} if store.api_key else {}
+    headers = env_client_headers()
+    if store.api_key:
+        headers["authorization"] = f"Bearer {store.api_key}"
     return httpx.Client(
         base_url=store.endpoint.rstrip("/"), headers=headers, timeout=store.timeout_s
     )

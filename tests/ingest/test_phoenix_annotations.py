@@ -11,6 +11,8 @@ import pytest
 from retrieval_pipeline.ingest.phoenix import PhoenixStore
 from retrieval_pipeline.ingest.phoenix_annotations import (
     SpanScore,
+    _client,
+    env_client_headers,
     read_document_annotations,
     read_span_annotations,
     write_span_scores,
@@ -121,3 +123,31 @@ def test_an_empty_identifier_is_refused() -> None:
         write_span_scores(
             PhoenixStore("http://127.0.0.1:9", "p"), [], identifier="", explanation="run"
         )
+
+
+def test_the_client_sends_the_headers_phoenix_s_client_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PHOENIX_CLIENT_HEADERS as Phoenix reads it (W3C baggage: names lower-cased, values
+    URL-decoded, a malformed pair left out) and PHOENIX_API_KEY as a bearer token, unless the
+    headers name an authorization; the store's own key wins over both."""
+    environ = {
+        "PHOENIX_CLIENT_HEADERS": "X-Team=search%20eval , bad pair,Tenant=a%3Db",
+        "PHOENIX_API_KEY": "k1",
+    }
+    assert env_client_headers(environ) == {
+        "x-team": "search eval",
+        "tenant": "a=b",
+        "authorization": "Bearer k1",
+    }
+    given = {**environ, "PHOENIX_CLIENT_HEADERS": "Authorization=Basic%20abc"}
+    assert env_client_headers(given) == {"authorization": "Basic abc"}
+    assert env_client_headers({}) == {}
+
+    monkeypatch.setenv("PHOENIX_CLIENT_HEADERS", "X-Team=search")
+    monkeypatch.setenv("PHOENIX_API_KEY", "k1")
+    with _client(PhoenixStore("http://127.0.0.1:9", "p")) as client:
+        sent = client.headers
+        assert (sent["x-team"], sent["authorization"]) == ("search", "Bearer k1")
+    with _client(PhoenixStore("http://127.0.0.1:9", "p", api_key="k2")) as client:
+        assert client.headers["authorization"] == "Bearer k2"
