@@ -1,7 +1,8 @@
 """Why a reranker stage finding moved: first-stage retrieval against reranking, per query.
 
 A finding is a reranker output mean below its `[stages] thresholds` floor (segment, variant,
-metric) or a reranker gain below `[stages] min_gain` (segment, metric, every variant). Its Why
+metric), a reranker gain below `[stages] min_gain` (segment, metric, every variant), or a
+significant drop of the output against the baseline that passes its floor (`stage_drops`). Its Why
 splits the change of the reranker output's mean from the baseline window to the day, exactly,
 into **first stage** (the reranker's input moved), **reranking** (what the reranker made of its
 input moved), traffic mix, new queries and the remainder (rounding), from the rows of
@@ -22,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from retrieval_pipeline.intervals import bounded_mean_interval
 from retrieval_pipeline.segments import segment_label
 from retrieval_pipeline.text import escape_markdown, markdown_table, number
 
@@ -93,7 +95,7 @@ class StageWhy:
     segment: str
     variant: str
     metric: str
-    kind: str  # "floor" (the output mean) or "gain"
+    kind: str  # "floor" (the output mean), "gain" or "drop" (against the baseline)
     day_output: float
     day_input: float
     base_output: float | None
@@ -111,7 +113,9 @@ class StageWhy:
 
     def title(self, escape: Any = str) -> str:
         who = "every variant" if self.variant == EVERY_VARIANT else escape(self.variant)
-        what = "reranker gain" if self.kind == "gain" else "reranker output"
+        what = {"gain": "reranker gain", "drop": "reranker output dropped"}.get(
+            self.kind, "reranker output"
+        )
         return f"{what} {escape(segment_label(self.segment))} / {who}: {escape(self.metric)}"
 
     def largest_cause(self) -> tuple[str, float] | None:
@@ -220,6 +224,27 @@ def stage_findings(
         value = _number(row["gain"])
         if least is not None and value is not None and value < least:
             found.append((str(row["segment"]), EVERY_VARIANT, str(row["metric"]), "gain"))
+    return found
+
+
+def stage_drops(levels: pd.DataFrame, findings: Sequence[StageFinding]) -> list[StageFinding]:
+    """The significant drops of the reranker's output (rows of sql/attr_stage_drops.sql): the
+    day's whole 95% interval (`intervals.bounded_mean_interval`) below the baseline's mean, as
+    the regression report's watch list judges the first stage; those already a floor finding
+    left out."""
+    known = {f[:3] for f in findings}
+    found: list[StageFinding] = []
+    for row in levels.to_dict(orient="records") if len(levels) else []:
+        key = (str(row["segment"]), str(row["variant"]), str(row["metric"]))
+        base, mean = _number(row["base_mean"]), _number(row["day_mean"])
+        if key in known or base is None or mean is None:
+            continue
+        try:
+            interval = bounded_mean_interval(int(row["day_n"]), mean, _number(row["day_sd"]))
+        except ValueError:  # a metric whose values are not in [0, 1] has no such interval
+            continue
+        if interval is not None and interval.high < base:
+            found.append((*key, "drop"))
     return found
 
 

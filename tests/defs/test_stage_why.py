@@ -143,6 +143,19 @@ def test_the_why_names_the_demoted_queries_and_puts_the_change_in_reranking(
         share * len(DEMOTED) * demoted_gain + share * (1 - ndcg(5)), abs=1e-12
     )
 
+    # mrr has no floor: its output's fall is a significant drop against the baseline (the
+    # day's 95% interval below 1), split the same way; by hand, mrr = 1 / rank
+    drop = found[("faq", "control", "drop")]
+    assert drop["metric"] == "mrr"
+    causes = {c["cause"]: c["value"] for c in drop["causes"]}
+    assert drop["change"] == pytest.approx(share * len(DEMOTED) * (1 / 10 - 1), abs=1e-12)
+    assert causes["first stage"] == pytest.approx(share * (1 / 5 - 1), abs=1e-12)
+    assert causes["reranking"] == pytest.approx(
+        share * len(DEMOTED) * (1 / 10 - 1) + share * (1 - 1 / 5), abs=1e-12
+    )
+    assert [q["query_id"] for q in drop["demoted"]] == DEMOTED
+    causes = {c["cause"]: c["value"] for c in floor["causes"]}
+
     # the same numbers from pandas over the stored per-span rows
     rows = folder.query(
         "select partition_date, query_id, input_value, output_value from stage_query_metrics "

@@ -8,7 +8,12 @@ import math
 import pandas as pd
 import pytest
 
-from retrieval_pipeline.reports.stage_why import EVERY_VARIANT, explain_stages, stage_findings
+from retrieval_pipeline.reports.stage_why import (
+    EVERY_VARIANT,
+    explain_stages,
+    stage_drops,
+    stage_findings,
+)
 
 
 def test_findings_are_the_output_floors_and_gains_the_check_fails() -> None:
@@ -62,3 +67,19 @@ def test_without_baseline_spans_the_demoted_queries_are_still_named() -> None:
     assert why.day_input == pytest.approx((1.0 + 2 * 0.5) / 3)
     assert "no baseline spans" in why.lines()[0]
     assert why.lines()[1].startswith("The reranker demoted relevant documents in 1 query")
+
+
+def test_a_drop_is_the_day_s_whole_interval_below_the_baseline() -> None:
+    levels = pd.DataFrame(
+        [
+            # segment, variant, metric, day_n, day_mean, day_sd, base_mean
+            ("faq", "a", "ndcg@10", 40, 0.5, 0.5, 0.9),  # far below, many spans: a drop
+            ("faq", "b", "ndcg@10", 2, 0.8, 0.28, 0.9),  # two spans: the interval reaches 0.9
+            ("faq", "c", "ndcg@10", 40, 0.5, 0.5, 0.9),  # a floor finding already
+            ("faq", "d", "ndcg@10", 40, 0.5, 0.5, math.nan),  # no baseline
+        ],
+        columns=["segment", "variant", "metric", "day_n", "day_mean", "day_sd", "base_mean"],
+    )
+    # 40 values of mean 0.5 and sd 0.5: Wilson's upper bound on 40 / phi traces is below 0.7
+    found = stage_drops(levels, [("faq", "c", "ndcg@10", "floor")])
+    assert found == [("faq", "a", "ndcg@10", "drop")]
