@@ -48,6 +48,7 @@ class PairedContributor:
     causes: Mapping[str, float] | None = None
     changed: str | None = None
     fell: tuple[Mapping[str, object], ...] = ()
+    entered: tuple[Mapping[str, object], ...] = ()  # unjudged, now in the candidate's top k
 
     def to_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -62,6 +63,7 @@ class PairedContributor:
                 "causes": None if self.causes is None else dict(self.causes),
                 "what_changed": self.changed,
                 "fell": [dict(m) for m in self.fell],
+                "entered": [dict(m) for m in self.entered],
             }
         return found
 

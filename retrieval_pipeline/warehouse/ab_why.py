@@ -23,7 +23,12 @@ from retrieval_pipeline.ab.compare import Comparison
 from retrieval_pipeline.ab.why import SHOWN, PairedContributor, PairedWhy, worse_cells
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.reports import why
-from retrieval_pipeline.reports.why_causes import QueryChange, change_words, split_query
+from retrieval_pipeline.reports.why_causes import (
+    QueryChange,
+    change_words,
+    split_query,
+    with_entered,
+)
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.attribution import scoring_of
 from retrieval_pipeline.warehouse.session import registered
@@ -68,7 +73,7 @@ def comparison_why(
         names = [column[0] for column in cursor.description or ()]
         rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     traces = why.query_traces(rows)
-    found = []
+    split: list[tuple[str, str, list[dict[str, Any]], dict[str, QueryChange | None]]] = []
     for segment, metric in cells:
         ranked = top[(top["segment"] == segment) & (top["metric"] == metric)]
         if ranked.empty:
@@ -79,8 +84,51 @@ def comparison_why(
             for q in ranked["query_id"]
             if (key := (segment, section.candidate, metric, str(q))) in traces
         }
-        found.append(_paired_why(segment, metric, ranked.to_dict("records"), changes))
-    return tuple(found)
+        split.append((segment, metric, ranked.to_dict("records"), changes))
+    _with_served_ids(conn, config, params, rows, split)
+    return tuple(_paired_why(*cell) for cell in split)
+
+
+def _with_served_ids(
+    conn: duckdb.DuckDBPyConnection,
+    config: PipelineConfig,
+    params: Mapping[str, object],
+    rows: Sequence[Mapping[str, Any]],
+    split: Sequence[tuple[str, str, Sequence[Mapping[str, Any]], dict[str, QueryChange | None]]],
+) -> None:
+    """The unjudged documents the candidate put in the top k of each query shown whose
+    coverage part moved the delta, into `split`'s changes: the candidate's id lists read for
+    those queries' traces only (the widest column; none where the warehouse keeps no lists)."""
+    wanted: set[tuple[str, str, str]] = set()
+    for segment, metric, ranked, changes in split:
+        delta = float(ranked[0]["candidate_value"]) - float(ranked[0]["control_value"])
+        for row in ranked[:SHOWN]:
+            change = changes.get(str(row["query_id"]))
+            if change is not None and change.coverage * delta > 0:
+                wanted.add((segment, metric, str(row["query_id"])))
+    if not wanted:
+        return
+    kept = [
+        r
+        for r in rows
+        if r["on_day"] and (str(r["segment"]), str(r["metric"]), str(r["query_id"])) in wanted
+    ]
+    served = pd.DataFrame(
+        [(r["partition_date"], r["trace_id"]) for r in kept],
+        columns=["partition_date", "trace_id"],
+    )
+    depth = max(scoring_of(config, metric).depth for _, metric, _ in wanted)
+    with registered(conn, "why_pair_served", served):
+        window = {"start_date": params["start_date"], "end_date": params["end_date"]}
+        cursor = conn.execute(load_sql("attr_pair_top"), {**window, "depth": depth})
+        tops = {str(t): list(ids or []) for t, ids in cursor.fetchall()}
+    candidate = str(params["candidate"])
+    with_ids = why.query_traces(kept, tops)
+    for segment, metric, _, changes in split:
+        for q, change in changes.items():
+            key = (segment, candidate, metric, q)
+            if change is not None and (segment, metric, q) in wanted and key in with_ids:
+                changes[q] = with_entered(change, with_ids[key])
 
 
 def _paired_why(
@@ -89,6 +137,7 @@ def _paired_why(
     ranked: Sequence[Mapping[str, Any]],
     changes: Mapping[str, QueryChange | None],
 ) -> PairedWhy:
+    """One cell's `PairedWhy` from its ranked queries and their splits (None: not split)."""
     first = ranked[0]
     pairs = int(first["pairs"])
     delta = float(first["candidate_value"]) - float(first["control_value"])
@@ -114,6 +163,7 @@ def _paired_why(
                 else {name: weight * getattr(change, name) for name in SPLIT_CAUSES},
                 changed=None if change is None else change_words(change),
                 fell=() if change is None else tuple(m.to_dict() for m in change.fell),
+                entered=() if change is None else tuple(m.to_dict() for m in change.entered),
             )
         )
     return PairedWhy(

@@ -540,6 +540,27 @@ def test_a_worse_cell_names_its_paired_queries_and_causes(graph: tuple[Setup, An
             served = [r for r in kept if r["query_id"] == lead["query_id"]]
             in_top = sum(moved["doc_id"] in r["retrieved_ids"][:10] for r in served)
             assert (in_top > len(served) / 2) is most
+    # the unjudged documents the candidate put in the top 10 of a query whose coverage part is
+    # part of the drop (of the first three, most have them): labelled by no trace of the query
+    # in either arm on the day, and in the top 10 of more than half the candidate's traces
+    named = next(c for c in w["contributors"][:3] if c["entered"])
+    assert named["causes"]["coverage"] < 0
+    assert f"unjudged now in the top 10: {named['entered'][0]['doc_id']}" in named["what_changed"]
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for arm in ("control", "candidate"):
+        (path,) = (setup.store / "traces" / f"date={END}").glob(f"{arm}.jsonl*")
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as lines:
+            kept = [json.loads(line) for line in lines if named["query_id"] in line]
+        arms[arm] = [r for r in kept if r["query_id"] == named["query_id"]]
+    labelled = {
+        d
+        for r in arms["control"] + arms["candidate"]
+        for d in [*(r.get("relevance_scores") or {}), *(r.get("relevant_ids") or [])]
+    }
+    for moved in named["entered"]:
+        assert moved["doc_id"] not in labelled and moved["rank_now"] <= 10
+        in_top = sum(moved["doc_id"] in r["retrieved_ids"][:10] for r in arms["candidate"])
+        assert in_top > len(arms["candidate"]) / 2
     # the asset's metadata: a table and the line in words; the Markdown report its section
     (materialization,) = result.asset_materializations_for_node("variant_comparison")
     table = str(materialization.metadata["why"].value)
