@@ -148,6 +148,20 @@ create table if not exists stage_gains (
     ci_method varchar
 );
 
+-- Per reranker span and metric, its input's and output's value (null when that stage's record
+-- is unannotated), with the span's query: what the stage Why splits per query (docs/why.md,
+-- "The reranker's stages"). Written with stage_metrics; a day without reranker spans holds none.
+create table if not exists stage_query_metrics (
+    partition_date date not null,
+    span_id varchar not null,           -- the reranker span (its output record's trace_id)
+    query_id varchar,
+    segment varchar not null,
+    variant varchar not null,
+    metric varchar not null,
+    input_value double,                 -- the reranker's input (reranker_input) scored
+    output_value double                 -- its output (reranker) scored
+);
+
 -- Documents of a Phoenix store's day graded by both a HUMAN and an LLM document annotation
 -- (docs/phoenix.md), per segment and pair of grades: the nightly's agreement (Cohen's kappa),
 -- written with the day's traces.

@@ -148,3 +148,46 @@ def gains_frame(gains: Sequence[StageGain]) -> pd.DataFrame:
         for gain in gains
     ]
     return pd.DataFrame(rows, columns=GAIN_COLUMNS)
+
+
+STAGE_QUERY_COLUMNS = [
+    "span_id",
+    "query_id",
+    "segment",
+    "variant",
+    "metric",
+    "input_value",
+    "output_value",
+]
+
+
+def stage_query_rows(
+    given: pd.DataFrame, reranked: pd.DataFrame, metrics: Sequence[str], input_suffix: str
+) -> pd.DataFrame:
+    """Per reranker span and metric, the input's and the output's value (null when that stage's
+    record is unannotated), with the span's query, segment and variant: what the stage Why
+    splits per query (`stage_query_metrics`, docs/why.md)."""
+    keys = given.assign(span_id=given["trace_id"].str.removesuffix(input_suffix))
+    pairs = keys.merge(
+        reranked.assign(span_id=reranked["trace_id"]),
+        on="span_id",
+        suffixes=("_input", "_output"),
+        validate="one_to_one",
+    )
+    frames = [
+        pd.DataFrame(
+            {
+                "span_id": pairs["span_id"],
+                "query_id": pairs["query_id_output"],
+                "segment": pairs["segment_output"],
+                "variant": pairs["variant_output"],
+                "metric": metric,
+                "input_value": pairs[f"{metric}_input"].astype("float64"),
+                "output_value": pairs[f"{metric}_output"].astype("float64"),
+            }
+        )
+        for metric in metrics
+    ]
+    if not frames or pairs.empty:
+        return pd.DataFrame(columns=STAGE_QUERY_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[STAGE_QUERY_COLUMNS]

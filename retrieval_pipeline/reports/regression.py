@@ -19,6 +19,7 @@ import pandas as pd
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.gate import Miss, misses_of, report_order, window_text
 from retrieval_pipeline.reports import judged
+from retrieval_pipeline.reports.stage_why import StageWhy, stage_why_markdown
 from retrieval_pipeline.reports.stages import StageRows, stages_dict, stages_markdown
 from retrieval_pipeline.reports.why import Explanation, why_lead, why_markdown
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
@@ -143,6 +144,8 @@ class RegressionReport:
     stages: StageRows | None = None
     # why each miss and significant drop moved (`warehouse.attribution`, docs/why.md)
     why: tuple[Explanation, ...] = ()
+    # why each reranker finding moved: first stage against reranking (`warehouse.stage_why`)
+    stage_why: tuple[StageWhy, ...] = ()
 
     @property
     def has_data(self) -> bool:
@@ -274,6 +277,7 @@ class RegressionReport:
             },
             "stages": None if self.stages is None else stages_dict(*self.stages),
             "why": [e.to_dict() for e in self.why],
+            "stage_why": [w.to_dict() for w in self.stage_why],
             "rows": _records(self.rows),
         }
 
@@ -354,6 +358,7 @@ class RegressionReport:
         parts.append(self.markdown_table())
         if self.stages is not None:
             parts += stages_markdown(*self.stages)
+            parts += stage_why_markdown(self.stage_why)
         parts += why_markdown(self.why)
         return "\n\n".join(parts) + "\n"
 

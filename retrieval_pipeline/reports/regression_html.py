@@ -30,6 +30,7 @@ from retrieval_pipeline.reports.charts import (
 )
 from retrieval_pipeline.reports.html import chart_html, esc, html_page, render_table
 from retrieval_pipeline.reports.regression import RegressionReport, Watch, watch_heading
+from retrieval_pipeline.reports.stage_why import StageWhy
 from retrieval_pipeline.reports.stages import NO_RERANKER
 from retrieval_pipeline.reports.svg import Chart, Series
 from retrieval_pipeline.reports.trend_chart import TREND_PARTITIONS, trend_section
@@ -322,13 +323,14 @@ def regression_html(
             + "</section>"
         )
         if report.stages is not None:
-            sections.append(_stages_html(*report.stages))
+            sections.append(_stages_html(*report.stages, why=report.stage_why))
         sections += filter(None, [why_html(report.why)])
     return html_page(f"Retrieval regression report: {day}", sections)
 
 
-def _stages_html(means: pd.DataFrame, gains: pd.DataFrame) -> str:
-    """The reranker's gain over its input per segment, or that the day has no reranker stage."""
+def _stages_html(means: pd.DataFrame, gains: pd.DataFrame, why: Sequence[StageWhy] = ()) -> str:
+    """The reranker's gain over its input per segment, or that the day has no reranker stage;
+    then why each reranker finding moved (first stage against reranking), in its lines."""
     if means.empty:
         return f"<section><h2>Reranker stage</h2><p>{esc(NO_RERANKER)}.</p></section>"
     table = pd.DataFrame(
@@ -348,7 +350,15 @@ def _stages_html(means: pd.DataFrame, gains: pd.DataFrame) -> str:
     return (
         "<section><h2>Reranker stage</h2><p>The reranker's output against its input, each "
         "scored against the retriever's labels; gain = output - input, paired per reranker "
-        "span.</p>" + render_table(table) + "</section>"
+        "span.</p>"
+        + render_table(table)
+        + "".join(
+            f"<h3>{esc('Why: ' + w.title())}</h3><ul>"
+            + "".join(f"<li>{esc(line)}</li>" for line in w.lines())
+            + "</ul>"
+            for w in why
+        )
+        + "</section>"
     )
 
 

@@ -28,6 +28,7 @@ from retrieval_pipeline.reports.why_causes import (
     QueryChange,
     QueryTrace,
     Scoring,
+    change_words,
     ranking_from_labels,
     split_query,
     with_entered,
@@ -86,27 +87,7 @@ class Contributor:
 
     def what_changed(self, escape: Callable[[str], str] = str) -> str:
         """The relevant documents that left the top k and the unjudged ones that entered it."""
-        if self.change is None:
-            return "not split"
-        c = self.change
-        words = []
-        if c.fell:
-            words.append(
-                f"left the top {c.depth}: "
-                + ", ".join(
-                    f"{escape(m.doc_id)} (grade {number(m.grade_then, 0)}, rank "
-                    f"{_rank(m.rank_then)} -> {_rank(m.rank_now)})"
-                    for m in c.fell
-                )
-            )
-        if c.entered:
-            words.append(
-                f"unjudged now in the top {c.depth}: "
-                + ", ".join(f"{escape(m.doc_id)} (rank {_rank(m.rank_now)})" for m in c.entered)
-            )
-        if c.stale_now:
-            words.append("labels stale now: " + ", ".join(escape(d) for d in c.stale_now[:5]))
-        return "; ".join(words) or f"no document left the top {c.depth}"
+        return "not split" if self.change is None else change_words(self.change, escape)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,10 +108,6 @@ class Contributor:
             "stale_now": [] if self.change is None else list(self.change.stale_now),
             "depth": None if self.change is None else self.change.depth,
         }
-
-
-def _rank(rank: int | None) -> str:
-    return "out" if rank is None else str(rank)
 
 
 @dataclass(frozen=True)

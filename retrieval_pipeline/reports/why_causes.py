@@ -21,11 +21,12 @@ labels + coverage + rankings = m_D - m_B exactly (each term telescopes).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
+from retrieval_pipeline.text import number
 
 # the families whose value at cut-off k reads only the first k places of the (scored) list
 CUT_FAMILIES = frozenset({"ndcg", "precision", "recall", "map", "mrr", "hit_rate", "judged", "err"})
@@ -255,3 +256,30 @@ def moves(
     stale_ids = {d for t in day for d in t.stale}
     stale = tuple(sorted(d for d in then if d not in now and d in stale_ids))
     return tuple(fell[:MOVES_SHOWN]), tuple(entered[:MOVES_SHOWN]), stale
+
+
+def change_words(change: QueryChange, escape: Callable[[str], str] = str) -> str:
+    """The relevant documents that left the top k (grade, rank then -> now), the unjudged ones
+    that entered it and the labels stale now, in words."""
+    words = []
+    if change.fell:
+        words.append(
+            f"left the top {change.depth}: "
+            + ", ".join(
+                f"{escape(m.doc_id)} (grade {number(m.grade_then, 0)}, rank "
+                f"{_rank(m.rank_then)} -> {_rank(m.rank_now)})"
+                for m in change.fell
+            )
+        )
+    if change.entered:
+        words.append(
+            f"unjudged now in the top {change.depth}: "
+            + ", ".join(f"{escape(m.doc_id)} (rank {_rank(m.rank_now)})" for m in change.entered)
+        )
+    if change.stale_now:
+        words.append("labels stale now: " + ", ".join(escape(d) for d in change.stale_now[:5]))
+    return "; ".join(words) or f"no document left the top {change.depth}"
+
+
+def _rank(rank: int | None) -> str:
+    return "out" if rank is None else str(rank)

@@ -75,8 +75,13 @@ def paired_why_html(found: Sequence[PairedWhy]) -> str | None:
     parts = ["<section><h2>Why: the paired queries</h2>"]
     for w in found:
         columns = ["query_id", "control_mean", "candidate_mean", "difference", "contribution"]
+        if w.causes:  # the nightly's: each query's causes and what changed in it
+            columns.append("what_changed")
         frame = pd.DataFrame([c.to_dict() for c in w.contributors], columns=columns)
         parts.append(f"<p>{esc(w.line())}.</p>")
+        if w.causes:
+            parts.append(f"<p>Causes: {esc(w.causes_words())}.</p>")
         headers = {"query_id": "query", "control_mean": "control", "candidate_mean": "candidate"}
+        headers["what_changed"] = "what changed"
         parts.append(render_table(frame, headers=headers))
     return "".join(parts) + "</section>"

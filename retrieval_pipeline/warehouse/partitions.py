@@ -13,7 +13,14 @@ from retrieval_pipeline.warehouse.sql import load_sql
 
 # Partitioned tables a statement may replace. Table names are checked against this list (they
 # are identifiers, not values); every value is bound as a parameter.
-PARTITIONED_TABLES = ("traces", "quarantine", "labels", "query_metrics", "label_agreement")
+PARTITIONED_TABLES = (
+    "traces",
+    "quarantine",
+    "labels",
+    "query_metrics",
+    "label_agreement",
+    "stage_query_metrics",
+)
 # Every partition date a record can carry (years 0001..9999), as an inclusive range.
 ALL_DATES = (date(1, 1, 1), date(9999, 12, 31))
 # The tables an ingestion fills, and the statement that shapes a piece's rows for each.

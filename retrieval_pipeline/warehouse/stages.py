@@ -11,7 +11,7 @@ stage's (docs/spans.md, "Stages in the nightly").
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -20,16 +20,19 @@ import duckdb
 import pandas as pd
 
 from retrieval_pipeline.ab.stages import (
+    STAGE_QUERY_COLUMNS,
     StageGain,
     gains_frame,
     reranker_records,
     stage_gains,
     stage_means,
+    stage_query_rows,
 )
 from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.ingest.spans import INPUT_SUFFIX, STAGE_RERANKER, STAGE_RERANKER_INPUT
 from retrieval_pipeline.metrics import DEFAULT_GMAX, Metric
 from retrieval_pipeline.warehouse.evaluation import EvaluationRun, run_evaluation
+from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sources import TraceSource
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -47,6 +50,8 @@ class StageDay:
     gains: pd.DataFrame
     stage_gains: list[StageGain]
     per_query: Mapping[str, pd.DataFrame]  # the records of reranker spans, per stage
+    # per span and metric, its input's and output's value (`ab.stages.stage_query_rows`)
+    queries: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STAGE_QUERY_COLUMNS))
 
     @property
     def scored(self) -> dict[str, int]:
@@ -109,7 +114,8 @@ def stage_rows(runs: Mapping[str, EvaluationRun], names: Sequence[str]) -> Stage
         [stage_means(stage, rows, names) for stage, rows in per_query.items()], ignore_index=True
     )
     gains = stage_gains(given, reranked, names, INPUT_SUFFIX)
-    return StageDay(means, gains_frame(gains), gains, per_query)
+    queries = stage_query_rows(given, reranked, names, INPUT_SUFFIX)
+    return StageDay(means, gains_frame(gains), gains, per_query, queries)
 
 
 def score_stage_day(
@@ -135,18 +141,22 @@ def _no_rows(names: Sequence[str]) -> pd.DataFrame:
 
 
 def write_stage_day(conn: duckdb.DuckDBPyConnection, day: date, rows: StageDay) -> None:
-    """Replace `day` in `stage_metrics` and `stage_gains` in one transaction (nothing is left
-    for a day without reranker spans)."""
+    """Replace `day` in `stage_metrics`, `stage_gains` and `stage_query_metrics` in one
+    transaction (nothing is left for a day without reranker spans)."""
     span = {"start_date": day, "end_date": day}
-    dated = {"partition_date": day}
+    dated: dict[str, object] = {"partition_date": day}
     conn.complete()
     with (
         registered(conn, "stg_stage_metrics", rows.means),
         registered(conn, "stg_stage_gains", rows.gains),
+        registered(conn, "stg_stage_queries", rows.queries),
         transaction(conn),
     ):
         conn.execute(load_sql("delete_stage_metrics"), span)
         conn.execute(load_sql("delete_stage_gains"), span)
+        delete_partitions(conn, "stage_query_metrics", [day])
+        if len(rows.queries):
+            insert(conn, "stage_query_metrics", "int_stage_query_metrics", dated)
         if len(rows.means):
             conn.execute(load_sql("insert_stage_metrics"), dated)
         if len(rows.gains):

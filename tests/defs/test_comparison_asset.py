@@ -8,6 +8,7 @@ The expected numbers are computed another way: `compare_variants` on the per-tra
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import shutil
 from dataclasses import dataclass
@@ -480,3 +481,93 @@ def test_guarded_metrics_follow_the_headline_metrics_unless_set(tmp_path: Path) 
 )
 def test_comparison_errors_name_the_key(tmp_path: Path, text: str, message: str) -> None:
     assert message in error_of(tmp_path, f"[comparison]\n{text}\n")
+
+
+# --- why: the paired queries behind each worse cell (docs/why.md) ----------------------------
+
+
+def test_a_worse_cell_names_its_paired_queries_and_causes(graph: tuple[Setup, Any]) -> None:
+    """The injected regression (the candidate's grade-3 documents pushed below rank 10 on
+    multi_hop) names its paired queries, each contributing its difference / pairs as pandas
+    finds it over the window's query_metrics, with the causes adding up to the cell's delta."""
+    setup, _ = graph
+    result = setup.run(COMPARISON, "lookback_days = 1\n" + FAST, day=END, reports="why")
+    report = json.loads((setup.reports("why") / f"variant_comparison_{END}.json").read_text())
+    found = {(w["segment"], w["metric"]): w for w in report["comparison"]["why"]}
+    w = found[("multi_hop", "ndcg@10")]
+    cell = next(
+        c
+        for c in report["comparison"]["cells"]
+        if (c["segment"], c["metric"]) == ("multi_hop", "ndcg@10")
+    )
+    with duckdb.connect(str(setup.database), read_only=True) as conn:
+        rows = conn.execute(
+            "select query_id, variant, value from query_metrics where partition_date = ? "
+            "and segment = 'multi_hop' and metric = 'ndcg@10' and value is not null",
+            [END],
+        ).df()
+    means = rows.groupby(["query_id", "variant"])["value"].mean().unstack("variant").dropna()
+    difference = means["candidate"] - means["control"]
+    assert w["pairs"] == len(means) == cell["n"]
+    assert w["delta"] == pytest.approx(difference.mean()) == pytest.approx(cell["delta"])
+    expected = sorted(difference.index, key=lambda q: (difference[q], q))[:10]
+    assert [c["query_id"] for c in w["contributors"]] == expected
+    for c in w["contributors"]:
+        assert c["contribution"] == pytest.approx(difference[c["query_id"]] / len(means))
+    causes = {c["cause"]: c["value"] for c in w["causes"]}
+    # every pair split (13 queries, each arm's few traces of one day all read): the candidate's
+    # own labels are control's, so the drop is its order and the unjudged documents above the
+    # relevant ones, and nothing is left over
+    assert w["split_queries"] == w["pairs"]
+    assert causes["labels"] == pytest.approx(0, abs=1e-12)
+    assert causes["remainder"] == pytest.approx(0, abs=1e-12)
+    assert causes["rankings"] + causes["coverage"] == pytest.approx(w["delta"], abs=1e-12)
+    assert min(causes["rankings"], causes["coverage"]) < 0
+    for c in w["contributors"]:
+        assert sum(c["causes"].values()) == pytest.approx(c["contribution"], abs=1e-12)
+    # the documents that fell in the first query: grade 3, in the top 10 of most of control's
+    # traces of the day and of fewer than half the candidate's, as the trace files say
+    lead = w["contributors"][0]
+    assert lead["fell"]
+    for moved in lead["fell"]:
+        assert moved["grade_then"] == 3 and moved["rank_then"] <= 10
+        assert moved["rank_now"] is None or moved["rank_now"] > 10
+        for arm, most in (("control", True), ("candidate", False)):
+            (path,) = (setup.store / "traces" / f"date={END}").glob(f"{arm}.jsonl*")
+            with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as lines:
+                # the sample's broken records (quarantined) do not name the query
+                kept = [json.loads(line) for line in lines if lead["query_id"] in line]
+            served = [r for r in kept if r["query_id"] == lead["query_id"]]
+            in_top = sum(moved["doc_id"] in r["retrieved_ids"][:10] for r in served)
+            assert (in_top > len(served) / 2) is most
+    # the unjudged documents the candidate put in the top 10 of a query whose coverage part is
+    # part of the drop (of the first three, most have them): labelled by no trace of the query
+    # in either arm on the day, and in the top 10 of more than half the candidate's traces
+    named = next(c for c in w["contributors"][:3] if c["entered"])
+    assert named["causes"]["coverage"] < 0
+    assert f"unjudged now in the top 10: {named['entered'][0]['doc_id']}" in named["what_changed"]
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for arm in ("control", "candidate"):
+        (path,) = (setup.store / "traces" / f"date={END}").glob(f"{arm}.jsonl*")
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as lines:
+            kept = [json.loads(line) for line in lines if named["query_id"] in line]
+        arms[arm] = [r for r in kept if r["query_id"] == named["query_id"]]
+    labelled = {
+        d
+        for r in arms["control"] + arms["candidate"]
+        for d in [*(r.get("relevance_scores") or {}), *(r.get("relevant_ids") or [])]
+    }
+    for moved in named["entered"]:
+        assert moved["doc_id"] not in labelled and moved["rank_now"] <= 10
+        in_top = sum(moved["doc_id"] in r["retrieved_ids"][:10] for r in arms["candidate"])
+        assert in_top > len(arms["candidate"]) / 2
+    # the asset's metadata: a table and the line in words; the Markdown report its section
+    (materialization,) = result.asset_materializations_for_node("variant_comparison")
+    table = str(materialization.metadata["why"].value)
+    assert "| multi_hop / ndcg@10 |" in table and lead["query_id"] in table
+    assert str(materialization.metadata["why_in_words"].value).splitlines()[0] == w["words"]
+    markdown = (setup.reports("why") / f"variant_comparison_{END}.md").read_text()
+    assert "## Why: the paired queries" in markdown
+    assert "| rankings | labels | coverage | what changed |" in markdown
+    html = (setup.reports("why") / f"variant_comparison_{END}.html").read_text()
+    assert "Causes: " in html and lead["query_id"] in html

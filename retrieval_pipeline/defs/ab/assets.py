@@ -3,10 +3,11 @@ control over a look-back window ending at each partition day, and `variant_compa
 fails when the experiment is flagged for review or no comparison was possible.
 
 Thin wiring: the window is aggregated in the warehouse (`warehouse.ab_window.read_window`), so no
-per-trace row reaches Python; the day's comparison comes from `ab.day.compare_window`, the files
-from `reports.comparison.write_reports`. A range run compares each day of the range over its own
-window. The asset also depends on `segment_metrics` for one thing only: the report's trend of
-the last 30 partitions.
+per-trace row reaches Python; the day's comparison comes from `ab.day.compare_window`, the paired
+queries and causes behind each worse cell from `warehouse.ab_why.comparison_why` (docs/why.md),
+the files from `reports.comparison.write_reports`. A range run compares each day of the range
+over its own window. The asset also depends on `segment_metrics` for one thing only: the
+report's trend of the last 30 partitions.
 
 The check is not blocking, at ERROR severity. Blocking acts only on downstream assets of the same
 run and nothing is downstream of the comparison: blocking would only turn the nightly run red
@@ -17,6 +18,7 @@ evaluation (passed, with `partition_start` / `partition_end` in its metadata), t
 """
 
 import json
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ import dagster as dg
 import pandas as pd
 
 from retrieval_pipeline.ab.day import NO_COMPARISON, DayComparison, WindowData, compare_window
+from retrieval_pipeline.ab.why import why_table
 from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.defs.nightly.assets import query_metrics, segment_metrics, warehouse_asset
 from retrieval_pipeline.defs.partitions import partition_days
@@ -39,6 +42,7 @@ from retrieval_pipeline.reports.comparison import (
 )
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.text import escape_markdown
+from retrieval_pipeline.warehouse.ab_why import comparison_why
 from retrieval_pipeline.warehouse.ab_window import read_window
 from retrieval_pipeline.warehouse.trend import read_segment_trend
 
@@ -114,6 +118,7 @@ def variant_comparison(
             result = compare_window(window, day, config)
         except ValueError as exc:
             raise dg.Failure(description=f"variant comparison of {day}: {exc}") from exc
+        result = _with_why(warehouse, config, result)
         context.log.info(result.words())
         results.append(result)
         written += write_reports(result, folder, day_trend, config)
@@ -130,10 +135,28 @@ def variant_comparison(
         "files": "\n".join(str(p) for p in written),
         "html_report": dg.MetadataValue.path(str(report_path(folder, end, ".html"))),
     }
+    found = [(r.day, w) for r in results if r.comparison is not None for w in r.comparison.why]
+    if found:
+        metadata["why"] = dg.MetadataValue.md(why_table(w for _, w in found))
+        metadata["why_in_words"] = "\n".join(
+            f"{day.isoformat()}: {w.line()}" if with_day else w.line() for day, w in found
+        )
     if not with_day:
         # one point per partition: a range run would stamp one day's numbers on every day
         metadata |= _day_metadata(results[-1], config)
     return dg.MaterializeResult(metadata=metadata)
+
+
+def _with_why(
+    warehouse: WarehouseResource, config: PipelineConfig, result: DayComparison
+) -> DayComparison:
+    """`result` with the paired queries and causes behind each worse cell (none without one)."""
+    comparison = result.comparison
+    if comparison is None or not result.possible:
+        return result
+    with warehouse.get_connection() as conn:
+        found = comparison_why(conn, config, result.day, comparison)
+    return replace(result, comparison=replace(comparison, why=found)) if found else result
 
 
 def _read_outcome(folder: Path, day: date) -> dict[str, Any] | None:

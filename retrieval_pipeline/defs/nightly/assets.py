@@ -9,6 +9,7 @@ and every partitioned asset backfills a range in one run.
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from retrieval_pipeline.warehouse.ingestion import IngestCounts, ingest_traces
 from retrieval_pipeline.warehouse.judgments import judged_query_counts
 from retrieval_pipeline.warehouse.phoenix import read_label_pairs, replace_label_pairs
 from retrieval_pipeline.warehouse.sources import TraceSource
+from retrieval_pipeline.warehouse.stage_why import explain_stage_day
 from retrieval_pipeline.warehouse.stages import read_stage_gains, read_stage_metrics
 from retrieval_pipeline.warehouse.steps import (
     LabelCounts,
@@ -347,6 +349,7 @@ def regression_report(
             pairs = agreement_by_segment(read_label_pairs(conn, day), config.relevance_level)
             agreement = tuple((segment, a.describe()) for segment, a in pairs.items())
             report = build_report(rows, config, day, sources, stages, agreement)
+            report = replace(report, stage_why=explain_stage_day(conn, config, day, *stages))
             reports.append(attribution.with_why(conn, config, report))
             metrics = regression_html.trend_metrics(reports[-1], config)
             day_trend = read_segment_trend(conn, day, metrics)

@@ -16,14 +16,17 @@ from collections.abc import Callable
 from datetime import date
 
 import dagster as dg
+import pandas as pd
 
 from retrieval_pipeline import gate
 from retrieval_pipeline.defs.executor import POOL
 from retrieval_pipeline.defs.nightly.assets import labels, regression_report, traces
 from retrieval_pipeline.defs.partitions import daily_partitions, partition_days
 from retrieval_pipeline.defs.resources import PipelineSettingsResource, WarehouseResource
+from retrieval_pipeline.reports.stage_why import stage_why_lines
 from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.nightly import QualityCounts
+from retrieval_pipeline.warehouse.stage_why import explain_stage_day
 from retrieval_pipeline.warehouse.stages import read_stage_gains, read_stage_metrics
 
 Share = tuple[int, int]  # (part, whole) of one day
@@ -168,7 +171,8 @@ def reranker_stage(
     reranker's gain over its input (its mean) is below `[stages] min_gain`, in any segment or
     overall; a missing value never passes. A day without reranker spans passes saying so,
     unless `[stages] require_reranker` is set (docs/spans.md, "Stages in the nightly")."""
-    stages = settings.load().stages
+    config = settings.load()
+    stages = config.stages
 
     def judge(start: date, end: date) -> tuple[gate.Verdict, dg.AssetCheckSeverity]:
         with warehouse.get_connection() as conn:
@@ -179,7 +183,24 @@ def reranker_stage(
                 for day in gate.days_between(start, end)
                 if not nightly.quality_counts(conn, day, day).records_read
             ]
-        verdict = gate.stage_verdict(means, gains, stages, start, end, no_data)
+            verdict = gate.stage_verdict(means, gains, stages, start, end, no_data)
+            if not verdict.passed and not means.empty:
+                # first stage against reranking, per query (docs/why.md, "The reranker's stages")
+                lines = [
+                    f"{day.isoformat()}: {line}" if start != end else line
+                    for day in gate.days_between(start, end)
+                    for line in stage_why_lines(
+                        explain_stage_day(
+                            conn,
+                            config,
+                            day,
+                            means[pd.to_datetime(means["partition_date"]).dt.date == day],
+                            gains[pd.to_datetime(gains["partition_date"]).dt.date == day],
+                        )
+                    ).splitlines()
+                ]
+                if lines:
+                    verdict.metadata["why"] = "\n".join(lines)
         return verdict, dg.AssetCheckSeverity.ERROR
 
     return _judged(context, judge)

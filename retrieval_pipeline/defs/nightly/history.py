@@ -25,6 +25,7 @@ from retrieval_pipeline.ingest.phoenix_labels import LabelTally
 from retrieval_pipeline.labels.agreement import agreement_by_segment
 from retrieval_pipeline.records import unknown_field_lines
 from retrieval_pipeline.reports.regression import RegressionReport
+from retrieval_pipeline.reports.stage_why import stage_why_lines
 from retrieval_pipeline.reports.why import why_table
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.text import finite, markdown_table
@@ -234,12 +235,15 @@ def report_metadata(report: RegressionReport, stem: str) -> Metadata:
 def why_metadata(report: RegressionReport) -> Metadata:
     """Why each miss and significant drop moved (docs/why.md): a small table, one row per
     finding, and each finding's three lines; nothing on a day without findings."""
-    if not report.why:
-        return {}
-    return {
-        "why": dg.MetadataValue.md(why_table(report.why)),
-        "why_in_words": "\n".join(line for e in report.why for line in e.lines()),
-    }
+    found: Metadata = {}
+    if report.why:
+        found |= {
+            "why": dg.MetadataValue.md(why_table(report.why)),
+            "why_in_words": "\n".join(line for e in report.why for line in e.lines()),
+        }
+    if report.stage_why:  # first stage against reranking (docs/why.md, "The reranker's stages")
+        found["reranker_why"] = stage_why_lines(report.stage_why)
+    return found
 
 
 def told(

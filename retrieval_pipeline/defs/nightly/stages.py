@@ -33,7 +33,9 @@ def stage_metrics(
     settings: PipelineSettingsResource,
 ) -> dg.MaterializeResult:
     """The reranker's input and output per segment and variant, and its gain over its input per
-    segment (paired per span, 95% interval), in `stage_metrics` and `stage_gains`.
+    segment (paired per span, 95% interval), in `stage_metrics` and `stage_gains`; each span's
+    input and output values in `stage_query_metrics`, which the Why of a reranker finding splits
+    per query (docs/why.md, "The reranker's stages").
 
     Each stage is scored in a private run against the retriever's labels, the store's judgments
     and corpus snapshot, with the config's gain, gmax and `judged_only`, as `evaluate --stages`
