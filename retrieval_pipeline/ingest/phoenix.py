@@ -166,10 +166,14 @@ def read_day(
     what the document annotations gave, when the store reads them (`store.labels`)."""
     client = client if client is not None else store.client()
     label = _labeller(store, converter.format, tally)
+    # the RETRIEVER spans looked up for a page's rerankers are labelled the same way, and counted
+    # where they are read as the day's spans (their own page; one of the day before, on its day):
+    # counted here too, a reranker's retriever would count its labels and HUMAN/LLM pairs twice
+    label_looked_up = _labeller(store, converter.format, LabelTally())
     start, end = day_window(day)
     for number, page in enumerate(_pages(client, store, start, end), start=1):
         views = label([span_view(row, converter.format) for row in _records(page)])
-        _find_retrievers(client, store, converter, views, label)
+        _find_retrievers(client, store, converter, views, label_looked_up)
         yield from converter.convert_spans(views, store.name, number)
     yield from converter.flush()  # documentless retrievers with no relative: empty results
 

@@ -42,7 +42,8 @@ def read_label_pairs(conn: duckdb.DuckDBPyConnection, day: date) -> list[Agreeme
 def span_scores(
     conn: duckdb.DuckDBPyConnection, day: date, metrics: Sequence[str], batch: int
 ) -> Iterator[SpanScore]:
-    """The day's scored traces' values of `metrics`, `batch` rows held at a time; `conn` runs
+    """The day's scored spans' values of `metrics` (sql/rpt_span_scores.sql: the RETRIEVER spans'
+    traces, and each RERANKER span's output and gain), `batch` rows held at a time; `conn` runs
     nothing else until they are read."""
     result = conn.execute(load_sql("rpt_span_scores"), {"day": day, "metrics": list(metrics)})
     while rows := result.fetchmany(batch):

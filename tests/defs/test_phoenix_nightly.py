@@ -41,7 +41,12 @@ from retrieval_pipeline.ingest.phoenix_annotations import read_span_annotations
 from tests.conformance_data import METRICS, oracle
 from tests.dagster_runs import NIGHTLY, RunFolder, materialize
 from tests.ingest.phoenix_server import PhoenixServer
-from tests.ingest.span_exports import export_line, openinference_retriever, to_protobuf
+from tests.ingest.span_exports import (
+    export_line,
+    openinference_retriever,
+    reranker,
+    to_protobuf,
+)
 from tests.ingest.test_phoenix import wait_until_stored
 
 pytestmark = pytest.mark.slow
@@ -101,6 +106,8 @@ NOTES = [
     note("D", 1, "CODE", "relevance", score=1),  # CODE does not count by default: skipped
     human("E", 1, score=2),  # E's own labels win (Phoenix refuses a position past the end)
 ]  # fmt: skip
+# B's reranker's output (its input is B's ranking): d6, B's one relevant document, first.
+RERANKED = ["d6", "d5", "d7"]
 # What should win, by hand from NOTES (E: its own labels; F, G: none, so unannotated).
 LABELS: dict[str, dict[str, int] | None] = {
     "A": {"d1": 2, "d2": 1, "d3": 0},
@@ -128,6 +135,9 @@ def annotated_day(phoenix: PhoenixServer) -> str:
             **(own or {}),
         }
         spans.append(openinference_retriever(record, "e5" + f"{n + 1:030x}", rng))
+    # B's reranker, in B's trace: it takes B's ranking and puts its relevant document first
+    at = f"{DAY.isoformat()}T01:00:00.500000Z"
+    spans.append(reranker(span_id("R"), "e5" + f"{2:030x}", at, SPANS["B"][1], RERANKED))
     phoenix.send(to_protobuf(export_line([spans], project=PROJECT)))
     wait_until_stored(phoenix, len(spans), PROJECT)
     phoenix.annotate_documents(NOTES)
@@ -221,8 +231,21 @@ def test_labels_in_scores_out_a_rerun_updates(annotated_day: str, tmp_path: Path
         {(t, m): got[t][m] for t in scored for m in METRICS}
     )
     assert all(first.run_id in a["result"]["explanation"] for a in back)
+    # B's reranker span: its output's values, and output less input (B's own) as `... gain`,
+    # each by pytrec_eval on B's labels (the reranker is labelled as its retriever)
+    output = oracle({"R": RERANKED}, {"R": LABELS["B"]})["R"]
+    given = want[span_id("B")]
+    assert output is not None and given is not None
+    gains = [f"{m} gain" for m in METRICS]
+    reranked = read_span_annotations(store, [span_id("R")], [*METRICS, *gains])
+    assert {a["name"]: a["result"]["score"] for a in reranked} == pytest.approx(
+        {**output, **{f"{m} gain": output[m] - given[m] for m in METRICS}}
+    )
     written = metadata(first, "phoenix_scores")
-    assert (written["annotations_written"], written["batches_failed"]) == (len(back), 0)
+    assert (written["annotations_written"], written["batches_failed"]) == (
+        len(back) + len(reranked),
+        0,
+    )
 
     # the report's label-source line shows Phoenix's shares, and the agreement
     report = (folder.reports / f"regression_report_{DAY.isoformat()}.md").read_text()

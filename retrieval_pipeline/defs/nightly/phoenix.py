@@ -1,5 +1,6 @@
 """Scores out to a Phoenix store (docs/phoenix.md): the `phoenix_scores` asset, which writes each
-scored RETRIEVER span's metrics back to Phoenix as CODE span annotations.
+scored RETRIEVER span's metrics back to Phoenix as CODE span annotations, and each RERANKER
+span's: its output's value and what reranking added (`ndcg@10 gain`).
 
 The labels Phoenix gave are the `traces` asset's metadata (their sources, the HUMAN/LLM
 agreement per segment: `history.phoenix_label_metadata`). `phoenix_scores` is defined when the
@@ -34,7 +35,7 @@ def explanation(run_id: str, day: date) -> str:
     return f"retrieval_pipeline nightly run {run_id}, partition {day.isoformat()}"
 
 
-@warehouse_asset(deps=[query_metrics])
+@warehouse_asset(deps=[query_metrics, dg.AssetKey("stage_metrics")])
 def phoenix_scores(
     context: dg.AssetExecutionContext,
     warehouse: WarehouseResource,
@@ -43,7 +44,8 @@ def phoenix_scores(
 ) -> dg.MaterializeResult:
     """Each scored RETRIEVER span's configured metrics, written to Phoenix as CODE span
     annotations (name `ndcg@10`, score the trace's value) under `[phoenix] identifier`, so that
-    a rerun updates them; a write that fails is a warning here, never a lost day."""
+    a rerun updates them, and each scored RERANKER span's: its output's value (`ndcg@10`) and
+    output less input (`ndcg@10 gain`); a write that fails is a warning here, never a lost day."""
     start, end = partition_days(context)
     config = settings.load()
     store = trace_store.get_store()
