@@ -25,7 +25,7 @@ import pandas as pd
 
 from retrieval_pipeline.intervals import bounded_mean_interval
 from retrieval_pipeline.segments import segment_label
-from retrieval_pipeline.text import escape_markdown, markdown_table, number
+from retrieval_pipeline.text import escape_markdown, finite, markdown_table, number
 
 SHOWN = 10  # queries shown per finding, each list
 EVERY_VARIANT = "__every_variant__"  # a gain finding's variant: the gain pools every variant
@@ -216,12 +216,12 @@ def stage_findings(
     found: list[StageFinding] = []
     for row in means.to_dict(orient="records") if len(means) else []:
         floor = floors.get("reranker", {}).get(str(row["metric"]))
-        value = _number(row["mean"])
+        value = finite(row["mean"])
         if row["stage"] == "reranker" and floor is not None and value is not None and value < floor:
             found.append((str(row["segment"]), str(row["variant"]), str(row["metric"]), "floor"))
     for row in gains.to_dict(orient="records") if len(gains) else []:
         least = min_gain.get(str(row["metric"]))
-        value = _number(row["gain"])
+        value = finite(row["gain"])
         if least is not None and value is not None and value < least:
             found.append((str(row["segment"]), EVERY_VARIANT, str(row["metric"]), "gain"))
     return found
@@ -236,11 +236,11 @@ def stage_drops(levels: pd.DataFrame, findings: Sequence[StageFinding]) -> list[
     found: list[StageFinding] = []
     for row in levels.to_dict(orient="records") if len(levels) else []:
         key = (str(row["segment"]), str(row["variant"]), str(row["metric"]))
-        base, mean = _number(row["base_mean"]), _number(row["day_mean"])
+        base, mean = finite(row["base_mean"]), finite(row["day_mean"])
         if key in known or base is None or mean is None:
             continue
         try:
-            interval = bounded_mean_interval(int(row["day_n"]), mean, _number(row["day_sd"]))
+            interval = bounded_mean_interval(int(row["day_n"]), mean, finite(row["day_sd"]))
         except ValueError:  # a metric whose values are not in [0, 1] has no such interval
             continue
         if interval is not None and interval.high < base:
@@ -266,7 +266,7 @@ def _why(finding: StageFinding, mine: pd.DataFrame, day: pd.DataFrame) -> StageW
     weights = day["day_spans"] / day["day_spans"].sum()
     day_output = math.fsum(weights * day["day_output"])
     day_input = math.fsum(weights * day["day_input"])
-    base_value = _number(mine["base_value"].iloc[0])
+    base_value = finite(mine["base_value"].iloc[0])
     queries = [_query(r) for r in mine.to_dict(orient="records")]
     causes: tuple[tuple[str, float], ...] = ()
     contributors: tuple[StageQuery, ...] = ()
@@ -300,28 +300,22 @@ def _why(finding: StageFinding, mine: pd.DataFrame, day: pd.DataFrame) -> StageW
 
 def _query(row: Mapping[str, Any]) -> StageQuery:
     def part(name: str) -> float:
-        return _number(row[name]) or 0.0
+        return finite(row[name]) or 0.0
 
     return StageQuery(
         query_id=str(row["query_id"]),
         day_spans=int(row["day_spans"]),
         base_spans=int(row["base_spans"]),
-        day_input=_number(row["day_input"]),
-        day_output=_number(row["day_output"]),
-        base_input=_number(row["base_input"]),
-        base_output=_number(row["base_output"]),
+        day_input=finite(row["day_input"]),
+        day_output=finite(row["day_output"]),
+        base_input=finite(row["base_input"]),
+        base_output=finite(row["base_output"]),
         day_share=part("day_share"),
         first_stage=part("first_stage"),
         reranking=part("reranking"),
         mix=part("mix"),
         new_part=part("new_part"),
     )
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, int | float) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 def stage_why_markdown(found: Sequence[StageWhy]) -> list[str]:
