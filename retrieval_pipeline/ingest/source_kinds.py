@@ -46,12 +46,13 @@ class SourceError(ValueError):
 @dataclass(frozen=True)
 class SourceKind:
     """One kind of trace source: its name, how a user names one (for messages and docs), whether
-    a name is of this kind, and what it opens as."""
+    a name is of this kind, and what it opens as (given the S3 settings and the `[phoenix]`
+    section, which says what a Phoenix day's annotations give: `phoenix_day`)."""
 
     name: str
     named_as: str
     matches: Callable[[str | Path, S3Settings | None], bool]
-    open: Callable[[str | Path, S3Settings | None], OpenedSource]
+    open: Callable[[str | Path, S3Settings | None, PhoenixConfig | None], OpenedSource]
 
 
 def _is_phoenix(spec: str | Path, settings: S3Settings | None) -> bool:
@@ -101,14 +102,19 @@ KINDS: tuple[SourceKind, ...] = (
         "phoenix",
         "phoenix+http://HOST:PORT/PROJECT?day=YYYY-MM-DD",
         _is_phoenix,
-        lambda spec, settings: phoenix_day(str(spec)),
+        lambda spec, settings, phoenix: phoenix_day(str(spec), phoenix),
     ),
-    SourceKind("delta", "a folder or s3:// URL holding _delta_log/", _is_delta, _delta_batches),
+    SourceKind(
+        "delta",
+        "a folder or s3:// URL holding _delta_log/",
+        _is_delta,
+        lambda spec, settings, phoenix: _delta_batches(spec, settings),
+    ),
     SourceKind(
         "files",
         "files, folders or s3:// URLs of .jsonl, .jsonl.gz, .parquet or OTLP/JSON exports",
         lambda spec, settings: True,
-        lambda spec, settings: [spec],
+        lambda spec, settings, phoenix: [spec],
     ),
 )
 
@@ -137,7 +143,5 @@ def open_sources(
         )
     if alone:
         spec, kind = alone[0]
-        if kind.name == "phoenix":
-            return phoenix_day(str(spec), phoenix)
-        return kind.open(spec, settings)
+        return kind.open(spec, settings, phoenix)
     return list(specs)
