@@ -30,6 +30,7 @@ SCHEDULE = "RETRIEVAL_PIPELINE_SCHEDULE"
 LIVE_SENSOR = "RETRIEVAL_PIPELINE_LIVE_SENSOR"
 DUCKDB_MEMORY_LIMIT = "RETRIEVAL_PIPELINE_DUCKDB_MEMORY_LIMIT"
 DUCKDB_THREADS = "RETRIEVAL_PIPELINE_DUCKDB_THREADS"
+VALIDATION_WORKERS = "RETRIEVAL_PIPELINE_VALIDATION_WORKERS"
 MAX_LINE_BYTES = "RETRIEVAL_PIPELINE_MAX_LINE_BYTES"
 PHOENIX_ENDPOINT = "RETRIEVAL_PIPELINE_PHOENIX_ENDPOINT"
 PHOENIX_PROJECT = "RETRIEVAL_PIPELINE_PHOENIX_PROJECT"
@@ -240,10 +241,29 @@ MAX_DUCKDB_THREADS = 4096
 def duckdb_threads(environ: Mapping[str, str] | None = None) -> int | None:
     """DuckDB's threads as given: $RETRIEVAL_PIPELINE_DUCKDB_THREADS, a whole number from 1; None
     when unset (chosen with the memory limit, `resources_budget`)."""
-    text = _text(DUCKDB_THREADS, environ)
+    return _whole_number(DUCKDB_THREADS, "threads", MAX_DUCKDB_THREADS, environ)
+
+
+def _whole_number(
+    name: str, unit: str, highest: int, environ: Mapping[str, str] | None
+) -> int | None:
+    """Variable `name` as a whole number of `unit` from 1 to `highest`; None when unset."""
+    text = _text(name, environ)
     if text is None:
         return None
-    words = f"must be a whole number of threads from 1 to {MAX_DUCKDB_THREADS}"
-    if not re.fullmatch(r"[0-9]+", text) or not 1 <= int(text) <= MAX_DUCKDB_THREADS:
-        raise EnvironmentValueError(DUCKDB_THREADS, text, words)
+    if not re.fullmatch(r"[0-9]+", text) or not 1 <= int(text) <= highest:
+        raise EnvironmentValueError(
+            name, text, f"must be a whole number of {unit} from 1 to {highest}"
+        )
     return int(text)
+
+
+# More validation workers than this holds more pieces in memory than any gain pays for.
+MAX_VALIDATION_WORKERS = 64
+
+
+def validation_workers(environ: Mapping[str, str] | None = None) -> int | None:
+    """The pieces an ingestion validates at once as given: $RETRIEVAL_PIPELINE_VALIDATION_WORKERS,
+    a whole number from 1; None when unset (chosen from DuckDB's threads,
+    `resources_budget.validation_workers`)."""
+    return _whole_number(VALIDATION_WORKERS, "pieces", MAX_VALIDATION_WORKERS, environ)

@@ -244,3 +244,23 @@ def from_environment(
         memory or None,
         share,
     )
+
+
+# Parallel validation (docs/scaling.md, "Parallel validation"): one piece validated per this many
+# DuckDB threads, at most MAX_DEFAULT_WORKERS. Each piece's statements and pyarrow's parse are
+# multi-threaded already, so a worker a core would only queue them; provisional until a sweep on a
+# machine with the cores sets it (bench/threads.py).
+THREADS_PER_VALIDATION_WORKER = 4
+MAX_DEFAULT_WORKERS = 8
+
+
+def validation_workers(threads: int, environ: Mapping[str, str] | None = None) -> int:
+    """How many pieces an ingestion validates at once: $RETRIEVAL_PIPELINE_VALIDATION_WORKERS,
+    else one per THREADS_PER_VALIDATION_WORKER of DuckDB's `threads` (rounded up, at most
+    MAX_DEFAULT_WORKERS): 1, today's single validating thread, up to four threads. Each worker
+    holds a piece, so memory is that of the workers' pieces plus the one read ahead and the one
+    being written."""
+    given = environment.validation_workers(environ)
+    if given is not None:
+        return given
+    return max(1, min(MAX_DEFAULT_WORKERS, math.ceil(threads / THREADS_PER_VALIDATION_WORKER)))

@@ -134,6 +134,11 @@ def prepare(conn: duckdb.DuckDBPyConnection, compact_strings: bool = False) -> N
     conn.execute(load_sql("schema"))
     _add_label_ranks(conn)
     undo_interrupted_ingestions(conn)
+    create_macros(conn)
+
+
+def create_macros(conn: duckdb.DuckDBPyConnection) -> None:
+    """The statements' macros (temporary: a connection's own, so each cursor needs them)."""
     conn.execute(load_sql("macros"))
     conn.execute(load_sql("macros_intervals"))
 
@@ -179,3 +184,17 @@ def set_time_zone(conn: duckdb.DuckDBPyConnection) -> None:
     """The session in UTC: a timestamp without an offset means UTC (the trace contract),
     whatever the machine says."""
     conn.execute("set TimeZone = 'UTC'")
+
+
+def cursor_like(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A second connection to `conn`'s database, in its session's database and time zone (its
+    temporary tables, views and macros are its own)."""
+    ((database,),) = conn.execute("select current_database()").fetchall()
+    cursor = conn.cursor()
+    set_time_zone(cursor)
+    if database == "warehouse":  # `connect`'s
+        cursor.execute("use warehouse")
+    elif database != "memory":
+        cursor.close()
+        raise ValueError(f"a connection to database {database!r}: use warehouse.connection.connect")
+    return cursor

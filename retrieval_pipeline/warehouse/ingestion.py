@@ -2,7 +2,8 @@
 reasons, a piece at a time, a day replaced whole or not at all.
 
 Pieces are read ahead in one thread (`sources.read_ahead`), validated on the caller's connection
-(`validation.stage_records`) and written behind in another (`_written_behind`), so reading,
+(`validation.stage_records`), or by several workers at once on a machine with the cores
+(`parallel_validation`), and written behind in another thread (`_written_behind`), so reading,
 validating and writing overlap. A new day's pieces go straight into the tables while
 `pending_ingestions` names it (`recovery` removes them if the ingestion does not finish); a day
 that holds rows keeps them until the new ones are complete, staged as Parquet files.
@@ -15,7 +16,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -26,14 +27,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from retrieval_pipeline.ingest.span_pieces import SpanReading
-from retrieval_pipeline.warehouse.connection import set_time_zone
+from retrieval_pipeline.resources_budget import validation_workers
+from retrieval_pipeline.warehouse.connection import cursor_like
 from retrieval_pipeline.warehouse.judgments import judged_queries
+from retrieval_pipeline.warehouse.parallel_validation import (
+    create_seen_trace_ids,
+    validated_pieces,
+)
 from retrieval_pipeline.warehouse.partitions import INGESTED_TABLES, delete_partitions, insert
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sources import TraceSource, raw_record_pieces, read_ahead
 from retrieval_pipeline.warehouse.sql import load_sql
-from retrieval_pipeline.warehouse.validation import stage_records
 
 
 @dataclass(frozen=True)
@@ -95,13 +100,21 @@ def ingest_traces(
         with (
             _piece_writer(conn, partition_date, dates) as write_piece,
             _written_behind(conn, write_piece) as write,
-        ):
-            for number, piece in enumerate(read_ahead(pieces)):
-                read, skipped = read + piece.skipped, skipped + piece.skipped
-                staged = stage_records(
-                    conn, piece, partition_date, keep_retrieved_ids, judged, unknown
+            closing(
+                validated_pieces(
+                    conn,
+                    read_ahead(pieces),
+                    validation_workers(int(threads)),
+                    partition_date,
+                    keep_retrieved_ids,
+                    judged,
                 )
-                staged = _in_batches_per_thread(staged, int(threads))
+            ) as validated,
+        ):
+            for number, done in enumerate(validated):
+                read, skipped = read + done.piece.skipped, skipped + done.piece.skipped
+                unknown.update(done.unknown_fields)
+                staged = _in_batches_per_thread(done.staged, int(threads))
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
                         rows = conn.execute(
@@ -146,7 +159,7 @@ def _written_behind(
     idle during the single-threaded parts of validation (bench/README.md). One piece at a time,
     in order; a failed write raises at the next piece or at the end, and nothing is left running
     when the block exits, so an undo never meets a write."""
-    writer = _cursor_like(conn)
+    writer = cursor_like(conn)
     in_flight: list[Future[None]] = []
 
     def store(staged: pa.Table, number: int) -> None:
@@ -168,19 +181,6 @@ def _written_behind(
                 wait(in_flight)
     finally:
         writer.close()
-
-
-def _cursor_like(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """A second connection to `conn`'s database, in its session's database and time zone."""
-    ((database,),) = conn.execute("select current_database()").fetchall()
-    cursor = conn.cursor()
-    set_time_zone(cursor)
-    if database == "warehouse":  # `connect`'s
-        cursor.execute("use warehouse")
-    elif database != "memory":
-        cursor.close()
-        raise ValueError(f"a connection to database {database!r}: use warehouse.connection.connect")
-    return cursor
 
 
 @contextmanager
@@ -234,15 +234,6 @@ def _insert_piece(conn: duckdb.DuckDBPyConnection) -> None:
     with transaction(conn):
         for table, statement in INGESTED_TABLES.items():
             insert(conn, table, statement)
-
-
-def create_seen_trace_ids(conn: duckdb.DuckDBPyConnection) -> None:
-    """The valid trace_ids of an ingestion's earlier pieces, which sql/stg_trace_records.sql reads:
-    a later record repeating one is quarantined."""
-    conn.execute(
-        "create or replace temp table seen_trace_ids"
-        " (trace_id varchar, file_order integer, source_file varchar, source_line bigint)"
-    )
 
 
 @contextmanager

@@ -17,7 +17,7 @@ import pytest
 
 from retrieval_pipeline.ingest import jsonl
 from retrieval_pipeline.ingest.pieces import RawPiece
-from retrieval_pipeline.warehouse import ingestion
+from retrieval_pipeline.warehouse import parallel_validation
 from retrieval_pipeline.warehouse.evaluation import EvaluationRun, run_evaluation
 from tests.trace_records import good, unjudged, write_lines
 
@@ -50,14 +50,14 @@ def _day(folder: Path) -> Path:
 
 def _run(folder: Path, monkeypatch: pytest.MonkeyPatch, joined: bool) -> tuple[EvaluationRun, int]:
     pieces: list[RawPiece] = []
-    stage = ingestion.stage_records
+    stage = parallel_validation.stage_records
 
     def counted(conn: object, piece: RawPiece, *args: object) -> pa.Table:
         pieces.append(piece)
         return stage(conn, piece, *args)  # type: ignore[arg-type]
 
     with monkeypatch.context() as patch:
-        patch.setattr(ingestion, "stage_records", counted)
+        patch.setattr(parallel_validation, "stage_records", counted)
         if not joined:
             patch.setattr(jsonl, "PIECE_BYTES", 1)  # a piece is at least a line: none joined
         run = run_evaluation([folder], "mrr,precision@2")

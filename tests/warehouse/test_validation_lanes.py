@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from retrieval_pipeline.ingest import files, jsonl, pieces
 from retrieval_pipeline.ingest.lanes import NOT_PLAIN, PLAIN_FIELDS
-from retrieval_pipeline.warehouse import ingestion, validation
+from retrieval_pipeline.warehouse import parallel_validation, validation
 from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.sql import load_sql
 
@@ -37,7 +37,7 @@ def staged(
     conn: duckdb.DuckDBPyConnection, piece: pieces.RawPiece, partition_date: date | None
 ) -> list[dict[str, object]]:
     """The rows `_stage_records` gives for `piece`, in line order."""
-    ingestion.create_seen_trace_ids(conn)
+    parallel_validation.create_seen_trace_ids(conn)
     rows = validation.stage_records(conn, piece, partition_date).to_pylist()
     return sorted(rows, key=lambda row: (row["file_order"], row["source_line"]))
 
