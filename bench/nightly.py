@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -156,13 +157,7 @@ def materialized(
 ) -> Row:
     """Partition `day` through every asset and check with `dg.materialize` in a fresh process
     (the environment `env` names the store and the warehouse); its row, means checked."""
-    database = env["RETRIEVAL_PIPELINE_DB"]
-    result, proc = run_worker("nightly", "--day", day, "--db", database, env=env)
-    if not result["success"]:
-        raise RuntimeError(
-            f"nightly partition {day} at {size} failed: steps {result['failed_steps']}, "
-            f"checks {result['checks']}"
-        )
+    result, proc, diff = partition(day, env, size, oracle, measurement)
     slowest = sorted(result["step_s"].items(), key=lambda kv: -kv[1])[:3]
     return Row(
         measurement,
@@ -171,7 +166,7 @@ def materialized(
         result["wall_s"],
         proc.wall_s,
         proc.peak_rss_mib,
-        max_abs_diff(result["means"], oracle, f"{measurement} at {size}"),
+        diff,
         result["means"],
         note=f"imports {result['import_s']:.1f} s not in wall; "
         f"{sum(result['checks'].values())}/{len(result['checks'])} checks passed; "
@@ -181,6 +176,23 @@ def materialized(
         + _peak_step(result["step_peak_mib"]),
         **waits(proc),
     )
+
+
+def partition(
+    day: str, env: dict[str, str], size: int, oracle: dict, what: str = "nightly partition"
+) -> tuple[dict[str, Any], Process, float]:
+    """Partition `day` of `size` traces through every asset and check with `dg.materialize` in a
+    fresh process (`workers.nightly`: `wall_s` is the call, imports apart; `step_s` each step's
+    seconds); its result, the process and the largest difference of its means from `oracle`
+    (MeansDisagree above the tolerance; RuntimeError when a step or a check fails)."""
+    database = env["RETRIEVAL_PIPELINE_DB"]
+    result, proc = run_worker("nightly", "--day", day, "--db", database, env=env)
+    if not result["success"]:
+        raise RuntimeError(
+            f"nightly partition {day} at {size} failed: steps {result['failed_steps']}, "
+            f"checks {result['checks']}"
+        )
+    return result, proc, max_abs_diff(result["means"], oracle, f"{what} at {size}")
 
 
 def _peak_step(step_peak_mib: dict[str, float]) -> str:

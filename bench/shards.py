@@ -496,6 +496,34 @@ def detail_lines(size: int, runs: list[Configuration]) -> list[str]:
     return lines
 
 
+def _reference(runs: list[Configuration]) -> Configuration:
+    return next((run for run in runs if run.shards == 1), runs[0])
+
+
+def checked_runs(
+    size: int, seed: int, shard_counts: list[int], files: int, data_root: Path | None = None
+) -> tuple[dict[str, Any], list[Configuration], float]:
+    """The day of `size` traces as `files` files (the `data` worker's result: its store, root
+    and pytrec_eval's means) and each shard count's run on it (`configuration`), every run's
+    merged rows checked against the 1-shard run's (else the first's) and its means against
+    pytrec_eval's; the day, the runs and the largest difference from pytrec_eval's means.
+    ShardsDisagree or MeansDisagree when a count or a mean differs."""
+    job = {"size": size, "seed": seed, "files": files, "data_root": data_root and str(data_root)}
+    ds, _ = run_worker("data", job)
+    store, work = Path(ds["store"]), Path(ds["root"]) / "shards_runs"
+    runs = [configuration(ds["day"], store, work, count) for count in shard_counts]
+    reference = _reference(runs)
+    for run in runs:
+        if run.summary["counts"]["traces"] + run.summary["counts"]["quarantine"] != size:
+            raise ShardsDisagree(f"{run.shards} shards: {run.summary['counts']}, not {size} read")
+        run.max_abs_diff = compare(run.summary, reference.summary, f"{run.shards} shards")
+    oracle_diff = max(
+        max_abs_diff(run.summary["means"], ds["oracle"], f"{run.shards} shards at {size}")
+        for run in runs
+    )
+    return ds, runs, oracle_diff
+
+
 def measure(
     size: int,
     seed: int,
@@ -506,19 +534,9 @@ def measure(
 ) -> tuple[list[Configuration], list[str]]:
     """Every shard count at `size`, checked against the 1-shard run (else the first) and
     pytrec_eval; the runs and the notes below the table."""
-    job = {"size": size, "seed": seed, "files": files, "data_root": data_root and str(data_root)}
-    ds, _ = run_worker("data", job)
-    oracle, store = ds["oracle"], Path(ds["store"])
-    work = Path(ds["root"]) / "shards_runs"
-    runs = [configuration(ds["day"], store, work, count) for count in shard_counts]
-    reference = next((run for run in runs if run.shards == 1), runs[0])
-    for run in runs:
-        if run.summary["counts"]["traces"] + run.summary["counts"]["quarantine"] != size:
-            raise ShardsDisagree(f"{run.shards} shards: {run.summary['counts']}, not {size} read")
-        run.max_abs_diff = compare(run.summary, reference.summary, f"{run.shards} shards")
-    oracle_diff = max(
-        max_abs_diff(run.summary["means"], oracle, f"{run.shards} shards at {size}") for run in runs
-    )
+    ds, runs, oracle_diff = checked_runs(size, seed, shard_counts, files, data_root)
+    store, work = Path(ds["store"]), Path(ds["root"]) / "shards_runs"
+    reference = _reference(runs)
     notes = [
         f"The day: {size:,} traces as {files} JSON-lines.gz files of consecutive records "
         f"({ds['store_bytes'] / 1e6:,.0f} MB). Means: every run's per-metric means "

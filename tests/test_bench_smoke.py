@@ -2,12 +2,14 @@
 
 Speed is never asserted here: `bench/run_all.py` and `bench/shards.py` measure it (see
 bench/README.md). This only proves the harness works, that every engine's means equal
-pytrec_eval's to 1e-9, and that a day merged from 2 and 4 shard processes holds the 1-shard
-run's rows and means.
+pytrec_eval's to 1e-9, that a day merged from 2 and 4 shard processes holds the 1-shard
+run's rows and means, and that the speed guard prints its rows and records them.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -41,8 +43,43 @@ def test_the_guard_measures_both_ratios_and_reads_the_last_record(tmp_path: Path
     row = {"s": 3.0, "floor_s": 1.5, "ratio": 2.0}
     assert guard.line("start-up", row, {"ratio": 2.5, "commit": "abc1234"}) == (
         "start-up: evaluate 3.00 s, floor 1.50 s: 2.00x (OVER the target of 1.5x); "
-        "last committed 2.50x at abc1234 (-0.50x)"
+        "last committed 2.50x at abc1234 (-0.50x, -20.0%)"
     )
     assert guard.line("throughput@1000000", row, None).endswith(
         "(within the target of 3x); nothing committed yet"
     )
+
+
+@pytest.mark.slow
+def test_the_guard_prints_and_records_the_nightly_and_merge_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = tmp_path / "guard.json"
+    kept = {"commit": "abc1234", "floor_s": 0.5, "ratio": 1.6, "s": 0.8}
+    record.write_text(json.dumps({"start-up": kept}))
+    half = SMOKE_SIZE // 2
+    guard.main(
+        [
+            "--sizes=",  # the ratio rows are the test above's
+            "--nightly", "--nightly-size", str(SMOKE_SIZE),
+            "--merge", "--merge-sizes", f"{half},{SMOKE_SIZE}",
+            "--data-root", str(tmp_path / "data"), "--record-to", str(record),
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    rows = {
+        f"nightly@{SMOKE_SIZE}": r"one partition \d+\.\d+ s \(the traces step \d+\.\d+ s, \d+%",
+        f"merge@{half}": r"\d+\.\d+ s per 1M traces",
+        f"merge@{SMOKE_SIZE}": r"\d+\.\d+ s per 1M traces",
+        f"merge-flatness@{half}-{SMOKE_SIZE}": r": \d+\.\d+x \((within|OVER) the target of 1\.2x",
+    }
+    for name, figure in rows.items():
+        assert re.search(rf"^{re.escape(name)}: .*{figure}.*nothing committed yet$", out, re.M), out
+    assert "the target of 25 s is for 1,000,000 traces" in out
+    recorded = json.loads(record.read_text())
+    assert set(recorded) == {"start-up", *rows}
+    assert recorded["start-up"] == kept  # a row not measured this time is kept
+    assert recorded[f"nightly@{SMOKE_SIZE}"]["s"] > 0
+    assert recorded[f"merge@{SMOKE_SIZE}"]["per_1m_s"] > 0
+    assert recorded[f"merge-flatness@{half}-{SMOKE_SIZE}"]["ratio"] > 0
+    assert all(recorded[name]["commit"] for name in rows)
