@@ -57,6 +57,8 @@ class IngestCounts:
     # fields a trace record does not have, each with the number of records that carry it (most
     # first): told to the user, with the closest field name (reports.fields)
     unknown_fields: tuple[tuple[str, int], ...] = ()
+    # pieces validated at once (`parallel_validation`): 1 validates them one after the other
+    validation_workers: int = 1
 
 
 def ingest_traces(
@@ -96,6 +98,7 @@ def ingest_traces(
     dates: set[date] = set() if partition_date is None else {partition_date}
     create_seen_trace_ids(conn)
     ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
+    workers = validation_workers(int(threads))
     try:
         with (
             _piece_writer(conn, partition_date, dates) as write_piece,
@@ -104,7 +107,7 @@ def ingest_traces(
                 validated_pieces(
                     conn,
                     read_ahead(pieces),
-                    validation_workers(int(threads)),
+                    workers,
                     partition_date,
                     keep_retrieved_ids,
                     judged,
@@ -143,6 +146,7 @@ def ingest_traces(
         outside_day=outside,
         skipped=skipped,
         unknown_fields=tuple(sorted(unknown.items(), key=lambda item: (-item[1], item[0]))),
+        validation_workers=workers,
     )
 
 

@@ -94,6 +94,8 @@ def ingest_metadata(
         "duplicate_ids_dropped": sum(c.duplicate_ids_dropped for _, c in per_day),
         "records_outside_day": outside,
         "spans_skipped": skipped,
+        # pieces validated at once (RETRIEVAL_PIPELINE_VALIDATION_WORKERS, docs/scaling.md)
+        "validation_workers": max((c.validation_workers for _, c in per_day), default=1),
     }
     if read:
         metadata["quarantine_rate"] = quarantined / read
