@@ -227,6 +227,16 @@ def dataset(size: int, seed: int = 7, data_root: Path | None = None) -> Dataset:
     return ds
 
 
+def parquet_store(ds: Dataset) -> Path:
+    """The day laid out as a Parquet trace store (`store_parquet/`: traces.parquet as the day's
+    one file, the same corpus), for the nightly from a store of typed columns; made on first
+    use, as links."""
+    root = ds.root / "store_parquet"
+    _link(ds.parquet, root / "traces" / f"date={DAY.isoformat()}" / "traces.parquet")
+    _link(ds.corpus, root / "corpus" / "corpus.parquet")
+    return root
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000", help="comma-separated trace counts")

@@ -10,7 +10,9 @@ more on demand:
 - `--nightly`: one nightly partition of `--nightly-size` traces (default 1M) as JSONL.gz through
   every asset and check, as `bench/nightly.py` times it (`nightly.partition`: the `dg.materialize`
   call, Dagster's import apart), with the `traces` step's share of it; target <= 25 s, for 1M
-  traces (at other sizes the time is printed, without a verdict);
+  traces (at other sizes the time is printed, without a verdict); `--nightly-store parquet` (or
+  `both`) reads the same day from a Parquet store instead (`nightly-parquet@N`), the fast path
+  for a day of typed columns;
 - `--merge`: the sharded day's merge, as `bench/shards.py` times it (`shards.checked_runs`:
   `--merge-shards` shard processes, default 2, on the day as 16 JSON-lines.gz files, then
   `merge_shards`, `merged_counts` and the warehouse's close), in seconds per 1M traces at each of
@@ -68,7 +70,7 @@ from bench.common import (
     oracle_means,
     run_process,
 )
-from bench.generate import dataset
+from bench.generate import dataset, parquet_store
 
 RECORD = RESULTS / "guard.json"
 STARTUP_TRACES = 100
@@ -88,6 +90,7 @@ COMPARED = {
     "throughput": ("ratio", "x"),
     "start-up": ("ratio", "x"),
     "nightly": ("s", " s"),
+    "nightly-parquet": ("s", " s"),
     "merge": ("per_1m_s", " s"),
     "merge-flatness": ("ratio", "x"),
 }
@@ -109,7 +112,7 @@ def target(name: str) -> float | None:
         return 1.5
     if kind == "throughput":
         return 1.5 if _sizes(name)[0] <= 100_000 else 3.0
-    if kind == "nightly":
+    if kind.startswith("nightly"):
         return NIGHTLY_TARGET_S if _sizes(name)[0] == NIGHTLY_TARGET_SIZE else None
     if kind == "merge-flatness":
         return MERGE_FLAT
@@ -179,19 +182,23 @@ def _machine(proc: Process) -> dict[str, float]:
     return {key: value for key, value in waits.items() if value is not None}
 
 
-def measure_nightly(size: int, data_root: Path | None = None) -> dict[str, dict[str, float]]:
-    """{"nightly@SIZE": {"s": the partition's seconds (the `dg.materialize` call), "traces_s" and
-    "traces_share": the `traces` step's seconds and share of them, "process_s": the whole fresh
-    process, and the machine's waits}}; the means checked against pytrec_eval's."""
+def measure_nightly(
+    size: int, data_root: Path | None = None, store: str = "jsonl.gz"
+) -> dict[str, dict[str, float]]:
+    """{"nightly@SIZE" ("nightly-parquet@SIZE" from a Parquet store): {"s": the partition's
+    seconds (the `dg.materialize` call), "traces_s" and "traces_share": the `traces` step's
+    seconds and share of them, "process_s": the whole fresh process, and the machine's waits}};
+    the means checked against pytrec_eval's."""
     ds = dataset(size, SEED, data_root)
-    _, env = nightly.prepare(ds, "guard_nightly")
+    parquet = store == "parquet"
+    _, env = nightly.prepare(ds, "guard_nightly", parquet_store(ds) if parquet else None)
     what = "the guard's nightly partition"
     result, proc, _ = nightly.partition(ds.day.isoformat(), env, size, oracle_means(ds), what)
     row = {"s": result["wall_s"], "process_s": proc.wall_s, **_machine(proc)}
     if "traces" in result["step_s"]:
         row["traces_s"] = result["step_s"]["traces"]
         row["traces_share"] = row["traces_s"] / row["s"]
-    return {f"nightly@{size}": row}
+    return {f"nightly{'-parquet' if parquet else ''}@{size}": row}
 
 
 def measure_merge(
@@ -233,7 +240,7 @@ def _measured(name: str, row: dict[str, float]) -> str:
     kind = _kind(name)
     machine = machine_note(row.get("io_stall_s"), row.get("steal_s"))
     machine = f"; {machine}" if machine else ""
-    if kind == "nightly":
+    if kind.startswith("nightly"):
         traces = (
             f"the traces step {row['traces_s']:.1f} s, {row['traces_share']:.0%} of it; "
             if "traces_s" in row
@@ -261,7 +268,7 @@ def _verdict(name: str, row: dict[str, float]) -> str:
     kind = _kind(name)
     goal = target(name)
     key, unit = COMPARED[kind]
-    if goal is None and kind == "nightly":
+    if goal is None and kind.startswith("nightly"):
         return f"the target of {NIGHTLY_TARGET_S:g} s is for {NIGHTLY_TARGET_SIZE:,} traces"
     if goal is None:
         return "no target at one size: it is on the ratio between sizes, merge-flatness"
@@ -296,6 +303,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nightly", action="store_true", help="also one nightly partition")
     ap.add_argument("--nightly-size", type=int, default=NIGHTLY_TARGET_SIZE)
+    ap.add_argument(
+        "--nightly-store",
+        choices=["jsonl.gz", "parquet", "both"],
+        default="jsonl.gz",
+        help="the trace store the nightly partition reads",
+    )
     ap.add_argument("--merge", action="store_true", help="also the sharded day's merge")
     ap.add_argument("--merge-sizes", default="1000000", help="comma-separated trace counts")
     ap.add_argument("--merge-shards", type=int, default=2, help="shard processes before the merge")
@@ -321,7 +334,9 @@ def main(argv: list[str] | None = None) -> None:
         for size in _numbers(a.sizes):
             show(measure(size, a.rounds, a.data_root))
         if a.nightly:
-            show(measure_nightly(a.nightly_size, a.data_root))
+            for store in ("jsonl.gz", "parquet"):
+                if a.nightly_store in (store, "both"):
+                    show(measure_nightly(a.nightly_size, a.data_root, store))
         if a.merge:
             show(measure_merge(_numbers(a.merge_sizes), a.merge_shards, a.data_root))
     except (RuntimeError, AssertionError) as failed:  # a measurement failed, or means disagree

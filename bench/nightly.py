@@ -43,8 +43,9 @@ gain = "linear"
 """
 
 
-def prepare(ds: Dataset, name: str) -> tuple[Path, dict[str, str]]:
-    """A fresh run folder and the environment the definitions read."""
+def prepare(ds: Dataset, name: str, store: Path | None = None) -> tuple[Path, dict[str, str]]:
+    """A fresh run folder and the environment the definitions read; the trace store `store`
+    (default: the day as JSONL.gz, `ds.store`)."""
     folder = ds.root / name
     if folder.exists():
         shutil.rmtree(folder)
@@ -57,7 +58,7 @@ def prepare(ds: Dataset, name: str) -> tuple[Path, dict[str, str]]:
         )
     )
     env = {
-        "RETRIEVAL_PIPELINE_STORE": str(ds.store),
+        "RETRIEVAL_PIPELINE_STORE": str(store or ds.store),
         "RETRIEVAL_PIPELINE_DB": str(folder / "warehouse.duckdb"),
         "RETRIEVAL_PIPELINE_CONFIG": str(config),
         "RETRIEVAL_PIPELINE_REPORTS": str(folder / "reports"),
