@@ -29,7 +29,7 @@ from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
 from retrieval_pipeline.shards import MANIFEST, DayFile, filesystem
 from retrieval_pipeline.text import json_text
 from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
-from retrieval_pipeline.warehouse.corpus import load_corpus
+from retrieval_pipeline.warehouse.corpus import load_needed_corpus
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.judgments import load_judgments
 from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
@@ -107,7 +107,14 @@ def run_shard(
     `s3://` URL); returns its manifest. `share`: shards running at once on this machine. The
     rest as the single-process steps take them: the scoring options, how span exports are read,
     and the store's judgments (loaded into the shard's own database, as the `judgments` asset
-    loads them into the warehouse)."""
+    loads them into the warehouse).
+
+    Of the corpus snapshot the shard loads only the documents its traces' labels name
+    (`load_needed_corpus`), read a batch at a time: its labels are marked stale exactly as against
+    the whole snapshot, for the memory of those documents and one batch rather than of the whole
+    corpus. The snapshot's unreadable rows are rejected for the needed documents with the
+    warehouse's reasons and not reported (the nightly's `corpus` step reports them all), and no
+    snapshot is remembered for a next load (the shard's database is thrown away)."""
     numbered = NumberedFiles(tuple((f.order, Path(f.path)) for f in files))
     with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-shard-") as scratch:
         conn = connect(Path(scratch) / "shard.duckdb", duckdb_config(share), scratch=True)
@@ -116,8 +123,8 @@ def run_shard(
             ingest = ingest_traces(
                 conn, numbered, partition_date=day, keep_retrieved_ids=False, spans=spans
             )
-            documents = load_corpus(conn, corpus).documents
-            labels = build_labels(conn, day, day, use_corpus=documents > 0)
+            corpus_load = load_needed_corpus(conn, corpus, day, day)
+            labels = build_labels(conn, day, day, use_corpus=corpus_load.snapshot_has_documents)
             compute_query_metrics(
                 conn,
                 metrics,

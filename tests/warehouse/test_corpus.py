@@ -1,11 +1,13 @@
 """The corpus snapshot in the warehouse: read once per version of the file, its unreadable rows
-rejected with their line and reason.
+rejected with their line and reason; and a shard's corpus, only the documents its labels name,
+which marks the labels stale as the whole snapshot does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, date, datetime
 from pathlib import Path
 from unittest import mock
 
@@ -15,10 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from retrieval_pipeline.cli import evaluate as evaluate_cli
+from retrieval_pipeline.ingest import corpus as icorpus
 from retrieval_pipeline.ingest.files import TraceFileError
 from retrieval_pipeline.warehouse import corpus as wcorpus
 from retrieval_pipeline.warehouse import sql
+from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
+from retrieval_pipeline.warehouse.ingestion import ingest_traces
+from retrieval_pipeline.warehouse.steps import build_labels
 from tests.trace_records import good, write_lines
 
 
@@ -120,3 +126,155 @@ def test_corpus_rows_that_cannot_be_read_are_rejected_with_their_line_and_reason
     loaded = wcorpus.load_corpus(conn, snapshot)
     assert (loaded.documents, loaded.first_rejects) == (2, (f"{snapshot}:2: doc_id is empty",))
     assert conn.execute("select count(*) from corpus_rejects").fetchone() == (1,)
+
+
+DAY = date(2026, 11, 30)
+ROWS = {
+    "labels": "select * from labels order by all",
+    "corpus": "select * from corpus order by all",
+    "corpus_rejects": "select * from corpus_rejects order by all",
+}
+
+
+def _traces(tmp_path: Path, labelled: list[list[str]]) -> tuple[Path, set[str]]:
+    """A trace of DAY per list of labelled documents, and the documents they name."""
+    records = [
+        json.dumps(good(f"t{n}", retrieved_ids=docs[:2], relevant_ids=docs))
+        for n, docs in enumerate(labelled)
+    ]
+    return write_lines(tmp_path / "traces.jsonl", records), {d for docs in labelled for d in docs}
+
+
+def _whole_snapshot(folder: Path, traces: Path, corpus: Path) -> dict[str, list[tuple]]:
+    """The labels, corpus and rejected rows of the nightly's steps, on a warehouse of their own:
+    the whole snapshot loaded, the labels checked against it when it has a document."""
+    conn = connect(folder / "whole.duckdb")
+    ingest_traces(conn, [traces], partition_date=DAY)
+    documents = wcorpus.load_corpus(conn, corpus).documents
+    build_labels(conn, DAY, DAY, use_corpus=documents > 0)
+    rows = {table: conn.execute(statement).fetchall() for table, statement in ROWS.items()}
+    conn.close()
+    return rows
+
+
+def test_a_shard_loads_only_the_documents_its_labels_name(
+    tmp_path: Path, conn: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(icorpus, "STREAM_ROWS", 64)  # read in parts of 90 rows, as many as named
+    june, december = datetime(2026, 6, 1, tzinfo=UTC), datetime(2026, 12, 10, tzinfo=UTC)
+    # d0..d999 but every 13th; deleted before the day (n % 10 == 3) or after it (4), added after
+    # it (5); d9 listed again last, deleted by that row only (so not deleted)
+    deleted = {3: june, 4: datetime(2026, 12, 15, tzinfo=UTC)}
+    rows = [
+        (f"d{n}", december if n % 10 == 5 else None, deleted.get(n % 10))
+        for n in range(1000)
+        if n % 13
+    ]
+    doc_ids, added_at, deleted_at = zip(*[*rows, ("d9", None, june)], strict=True)
+    utc = pa.timestamp("us", tz="UTC")
+    corpus = tmp_path / "corpus.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "doc_id": list(doc_ids),
+                "added_at": pa.array(added_at, utc),
+                "deleted_at": pa.array(deleted_at, utc),
+            }
+        ),
+        corpus,
+    )
+    traces, named = _traces(
+        tmp_path, [[f"d{n}", f"d{n + 1}", f"d{3 * n + 400}"] for n in range(0, 120, 4)]
+    )
+    ingest_traces(conn, [traces], partition_date=DAY)
+
+    loaded = wcorpus.load_needed_corpus(conn, corpus, DAY, DAY)
+    # counted another way: the snapshot's documents among those the traces' labels name
+    in_snapshot = set(pq.read_table(corpus, columns=["doc_id"]).column("doc_id").to_pylist())
+    needed = named & in_snapshot
+    assert len(needed) < len(named) and len(needed) < len(in_snapshot) / 5
+    assert loaded == wcorpus.NeededCorpus(len(needed), 0, True)
+    assert {row[0] for row in conn.execute("select doc_id from corpus").fetchall()} == needed
+    assert conn.execute("select deleted_at from corpus where doc_id = 'd9'").fetchall() == [(None,)]
+    build_labels(conn, DAY, DAY, use_corpus=loaded.snapshot_has_documents)
+
+    whole = _whole_snapshot(tmp_path, traces, corpus)
+    assert conn.execute(ROWS["labels"]).fetchall() == whole["labels"]
+    assert conn.execute(ROWS["corpus"]).fetchall() == [
+        row for row in whole["corpus"] if row[0] in needed
+    ]
+    reasons = {row[4] for row in whole["labels"]}
+    assert reasons == {
+        None,
+        "not in corpus",
+        "deleted before the query was served",
+        "added after the query was served",
+    }
+    # the shard's corpus is no loaded snapshot: the whole one is read again
+    assert conn.execute("select count(*) from corpus_snapshot").fetchone() == (0,)
+    assert not wcorpus.load_corpus(conn, corpus).kept
+
+
+@pytest.mark.parametrize("filler", [0, 40_000])
+def test_a_shard_rejects_the_unreadable_rows_of_its_documents_as_the_warehouse_does(
+    tmp_path: Path, conn: duckdb.DuckDBPyConnection, filler: int
+) -> None:
+    # 40,000 lines fill the streaming reader's first block of 1 MiB, whose column types it keeps:
+    # the bad times after it do not fit them, and the file is read whole as the warehouse reads it
+    corpus = tmp_path / "corpus.csv"
+    corpus.write_text(
+        "doc_id,added_at,deleted_at\n"
+        + "".join(f"f{n},2026-01-01T00:00:00Z,\n" for n in range(filler))
+        + "d0,2026-01-01T00:00:00Z,last week\n"  # needed, rejected
+        ",2026-01-01T00:00:00Z,\n"  # no doc_id: no document the shard needs
+        "\n"
+        "d1,yesterday,\n"  # needed, rejected, but d1 has a readable row too
+        "d1,2026-01-01T00:00:00Z,\n"
+        "zz,yesterday,\n"  # not needed: rejected by the warehouse only
+        "d2,2026-01-01T00:00:00Z,2026-06-01T00:00:00Z\n"
+    )
+    traces, named = _traces(tmp_path, [["d0", "d1"], ["d2", "d3"]])
+    ingest_traces(conn, [traces], partition_date=DAY)
+    with mock.patch.object(icorpus, "corpus_table", wraps=icorpus.corpus_table) as whole_file:
+        loaded = wcorpus.load_needed_corpus(conn, corpus, DAY, DAY)
+    assert whole_file.called == bool(filler)
+    assert loaded == wcorpus.NeededCorpus(2, 2, True)
+    build_labels(conn, DAY, DAY, use_corpus=loaded.snapshot_has_documents)
+
+    whole = _whole_snapshot(tmp_path, traces, corpus)
+    assert len(whole["corpus_rejects"]) == 5
+    for table, doc_id in (("corpus", 0), ("corpus_rejects", 2)):
+        kept = [row for row in whole[table] if row[doc_id] in named]
+        assert conn.execute(ROWS[table]).fetchall() == kept, table
+    assert [row[3:] for row in conn.execute(ROWS["corpus_rejects"]).fetchall()] == [
+        (
+            "deleted_at",
+            'deleted_at is not a timestamp: "last week"',
+            "2026-01-01T00:00:00Z",
+            "last week",
+        ),
+        ("added_at", 'added_at is not a timestamp: "yesterday"', "yesterday", None),
+    ]
+    assert conn.execute(ROWS["labels"]).fetchall() == whole["labels"]
+
+
+def test_a_shard_checks_its_labels_against_a_snapshot_without_their_documents(
+    tmp_path: Path, conn: duckdb.DuckDBPyConnection
+) -> None:
+    traces, _ = _traces(tmp_path, [["gone", "lost"]])
+    ingest_traces(conn, [traces], partition_date=DAY)
+    for text, has_documents in (
+        ("doc_id\nd0\n", True),  # the labels are stale: not in the corpus
+        ("doc_id,added_at\n,2026-01-01\nd0,yesterday\n", False),  # no document: not checked
+    ):
+        corpus = tmp_path / "corpus.csv"
+        corpus.write_text(text)
+        loaded = wcorpus.load_needed_corpus(conn, corpus, DAY, DAY)
+        assert loaded == wcorpus.NeededCorpus(0, 0, has_documents)
+        build_labels(conn, DAY, DAY, use_corpus=loaded.snapshot_has_documents)
+        whole = _whole_snapshot(tmp_path, traces, corpus)
+        assert conn.execute(ROWS["labels"]).fetchall() == whole["labels"]
+        reason = "not in corpus" if has_documents else None
+        assert [row[4] for row in whole["labels"]] == [reason, reason]
+        (tmp_path / "whole.duckdb").unlink()
+    assert wcorpus.load_needed_corpus(conn, None, DAY, DAY) == wcorpus.NeededCorpus(0, 0, False)

@@ -1,20 +1,28 @@
 """A day scored in shards and merged equals the day scored in one process: every row of
-`traces`, `quarantine`, `labels` and `query_metrics`, repeated trace_ids across shards included."""
+`traces`, `quarantine`, `labels` and `query_metrics`, repeated trace_ids across shards included;
+each shard with only the corpus documents its labels name."""
 
+import contextlib
+import gzip
+import json
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from retrieval_pipeline.metrics import parse_metrics
 from retrieval_pipeline.shards import day_files, deal, shard_folder
+from retrieval_pipeline.warehouse import shards as wshards
 from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.shards import ShardOutputError, merge_shards, run_shard
-from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
+from retrieval_pipeline.warehouse.steps import LabelCounts, build_labels, compute_query_metrics
 from tests.defs.moto_s3 import s3_server
-from tests.shard_days import DAY, write_day
+from tests.shard_days import DAY, DOCS, write_day
 
 METRICS = parse_metrics("ndcg@10,mrr,precision@5,recall@20,map")
 TABLES = {
@@ -39,10 +47,15 @@ def day(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
 @pytest.fixture(scope="module")
 def one_process(day: tuple[Path, list[Path]], tmp_path_factory: pytest.TempPathFactory) -> Path:
     store, files = day
-    database = tmp_path_factory.mktemp("single") / "warehouse.duckdb"
+    return _single(files, store / "corpus" / "corpus.parquet", tmp_path_factory.mktemp("single"))
+
+
+def _single(files: list[Path], corpus: Path, folder: Path) -> Path:
+    """The day scored in one process, as the nightly's assets score it."""
+    database = folder / "warehouse.duckdb"
     conn = connect(database)
     ingest_traces(conn, files, partition_date=DAY, keep_retrieved_ids=False)
-    load_corpus(conn, store / "corpus" / "corpus.parquet")
+    load_corpus(conn, corpus)
     build_labels(conn, DAY, DAY, use_corpus=True)
     compute_query_metrics(conn, METRICS, DAY, DAY)
     conn.close()
@@ -54,13 +67,15 @@ def one_process(day: tuple[Path, list[Path]], tmp_path_factory: pytest.TempPathF
 REPEATED_ACROSS = {1: 0, 2: 1, 4: 3, 7: 3}
 
 
-def _sharded(store: Path, files: list[Path], shards: int, folder: Path) -> Path:
+def _sharded(
+    store: Path, files: list[Path], shards: int, folder: Path, corpus: Path | None = None
+) -> Path:
     dealt = deal(day_files(files), shards)
     manifests = [
         run_shard(
             share,
             DAY,
-            store / "corpus" / "corpus.parquet",
+            corpus or store / "corpus" / "corpus.parquet",
             METRICS,
             "exponential",
             1.0,
@@ -105,6 +120,55 @@ def test_the_day_has_every_case(one_process: Path) -> None:
     assert any("c.parquet line" in r for r in reasons if "t100" in r)
     assert any(row[4] is not None for row in rows["labels"])  # stale labels
     assert len(rows["traces"]) == 140 + 5
+
+
+def _label_doc_ids(files: list[str]) -> set[str]:
+    """The documents the records in `files` label, read from the files as they are written."""
+    named: set[str] = set()
+    for path in map(Path, files):
+        if path.suffix == ".parquet":
+            for scores in pq.read_table(path, columns=["relevance_scores"])[0].to_pylist():
+                named.update(doc for doc, _grade in scores or [])
+            continue
+        with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as lines:
+            for line in lines:
+                with contextlib.suppress(json.JSONDecodeError):  # the broken record
+                    named.update(json.loads(line).get("relevance_scores") or {})
+    return named
+
+
+def test_each_shard_loads_only_the_corpus_documents_its_labels_name(
+    day: tuple[Path, list[Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, files = day
+    # the day's corpus less every 7th document: labels name documents it does not hold
+    table = pq.read_table(store / "corpus" / "corpus.parquet")
+    gone = pa.array([f"d{n}" for n in range(0, DOCS, 7)])
+    table = table.filter(pc.invert(pc.is_in(table["doc_id"], value_set=gone)))
+    corpus = tmp_path / "corpus.parquet"
+    pq.write_table(table, corpus)
+    loaded: list[tuple[set[str], bool]] = []
+
+    def labels_seeing_corpus(
+        conn: duckdb.DuckDBPyConnection, start: object, end: object, use_corpus: bool
+    ) -> LabelCounts:
+        documents = {row[0] for row in conn.execute("select doc_id from corpus").fetchall()}
+        loaded.append((documents, use_corpus))
+        return build_labels(conn, DAY, DAY, use_corpus)
+
+    monkeypatch.setattr(wshards, "build_labels", labels_seeing_corpus)
+    got = _rows(_sharded(store, files, 4, tmp_path, corpus))
+    in_snapshot = set(table["doc_id"].to_pylist())
+    dealt = deal(day_files(files), 4)
+    assert [documents for documents, _ in loaded] == [
+        _label_doc_ids([file.path for file in share]) & in_snapshot for share in dealt
+    ]
+    assert all(use_corpus for _, use_corpus in loaded)
+    assert max(len(documents) for documents, _ in loaded) < len(in_snapshot) * 0.8
+    # the labels of one process against the same snapshot, those it lacks stale as well
+    assert got == _rows(_single(files, corpus, tmp_path))
+    reasons = {row[4] for row in got["labels"]}
+    assert reasons == {None, "not in corpus", "deleted before the query was served"}
 
 
 def test_a_missing_shard_manifest_fails_the_merge(
