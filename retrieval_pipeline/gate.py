@@ -20,15 +20,11 @@ import pandas as pd
 
 from retrieval_pipeline.config import StagesConfig
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
-from retrieval_pipeline.text import escape_markdown
+from retrieval_pipeline.text import escape_markdown, finite
 
 
 def _plain(text: object) -> str:
     return str(text)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _day(value: object) -> date:
@@ -71,7 +67,7 @@ class Miss:
     @property
     def shown_value(self) -> float | None:
         """The value for JSON, which has no NaN: None when it is not a finite number."""
-        return self.value if _is_number(self.value) else None
+        return self.value if finite(self.value, numbers_only=True) is not None else None
 
     def words(self, escape: Callable[[object], str] = _plain, with_day: bool = False) -> str:
         """`multi_hop / candidate: ndcg@10 = 0.642, 0.058 below the threshold 0.700`; without a
@@ -135,7 +131,11 @@ def _is_miss(row: Mapping[str, Any]) -> bool:
     `pass` (a warehouse written before NaN failed in SQL, where NaN compared as passing)."""
     if row["status"] == "fail":
         return True
-    return row["status"] == "pass" and _is_number(row["threshold"]) and not _is_number(row["mean"])
+    return (
+        row["status"] == "pass"
+        and finite(row["threshold"], numbers_only=True) is not None
+        and finite(row["mean"], numbers_only=True) is None
+    )
 
 
 def misses_of(rows: pd.DataFrame) -> list[Miss]:
@@ -225,7 +225,7 @@ def coverage_verdict(rows: pd.DataFrame, min_coverage: float, start: date, end: 
             ["partition_date", "segment", "variant"]
         )
         for row in report_order(groups).to_dict(orient="records"):
-            coverage = float(row["coverage"]) if _is_number(row["coverage"]) else 0.0
+            coverage = finite(row["coverage"], numbers_only=True) or 0.0
             lowest = coverage if lowest is None else min(lowest, coverage)
             if coverage < min_coverage:
                 day = f"{_day(row['partition_date']).isoformat()} " if start != end else ""
@@ -381,7 +381,8 @@ def stage_verdict(
             continue
         judged += 1
         value = row["mean"]
-        if not _is_number(value) or float(value) < floor:
+        mean = finite(value, numbers_only=True)
+        if mean is None or mean < floor:
             problems.append(
                 f"{_day_prefix(row, with_day)}{row['stage']} {segment_label(row['segment'])} / "
                 f"{row['variant']}: {row['metric']} {_shown(value)} < {floor:.4f}"
@@ -392,7 +393,8 @@ def stage_verdict(
             continue
         judged += 1
         value = row["gain"]
-        if not _is_number(value) or float(value) < least:
+        gain = finite(value, numbers_only=True)
+        if gain is None or gain < least:
             problems.append(
                 f"{_day_prefix(row, with_day)}reranker gain {segment_label(row['segment'])}: "
                 f"{row['metric']} {_shown(value, signed=True)} < {least:+.4f} "
@@ -420,6 +422,7 @@ def _day_prefix(row: Mapping[str, Any], with_day: bool) -> str:
 
 
 def _shown(value: object, signed: bool = False) -> str:
-    if not _is_number(value):
+    figure = finite(value, numbers_only=True)
+    if figure is None:
         return "missing"
-    return f"{float(value):+.4f}" if signed else f"{float(value):.4f}"  # type: ignore[arg-type]
+    return f"{figure:+.4f}" if signed else f"{figure:.4f}"

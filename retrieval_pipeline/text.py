@@ -16,10 +16,17 @@ from collections.abc import Callable, Iterable, Sequence
 MISSING = "-"
 
 
-def finite(value: object) -> float | None:
+def finite(value: object, *, numbers_only: bool = False) -> float | None:
     """`value` as a finite float; None for None, a boolean, a non-number (pd.NA included), NaN or
-    an infinity: the one test of "is there a number to show or compare"."""
+    an infinity: the one test of "is there a number to show or compare".
+
+    By default anything `float()` reads counts (a numeric string, a numpy integer, a Decimal).
+    With `numbers_only`, only a Python int or float (numpy's float64 is one) does: the test of a
+    value judged as it is stored, such as the deploy gate's means and thresholds, where the text
+    "0.9" must not pass for a number."""
     if value is None or isinstance(value, bool):
+        return None
+    if numbers_only and not isinstance(value, int | float):
         return None
     try:
         figure = float(value)  # type: ignore[arg-type]

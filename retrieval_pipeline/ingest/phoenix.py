@@ -34,13 +34,12 @@ from retrieval_pipeline.ingest.phoenix_labels import LabelTally
 from retrieval_pipeline.ingest.pieces import RawPiece
 from retrieval_pipeline.ingest.span_documents import position_regex
 from retrieval_pipeline.ingest.span_pieces import SpanReading, span_pieces
-from retrieval_pipeline.ingest.spans import (
+from retrieval_pipeline.ingest.span_records import (
     RERANKER_KIND,
     RETRIEVER_KIND,
     SPAN_KIND_ATTRIBUTE,
-    SpanConverter,
-    SpanRow,
 )
+from retrieval_pipeline.ingest.spans import SpanConverter, SpanRow
 from retrieval_pipeline.store import TraceStoreError
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from retrieval_pipeline.ingest.phoenix import PhoenixStore
 from retrieval_pipeline.ingest.phoenix_annotations import read_document_annotations
 from retrieval_pipeline.ingest.phoenix_labels import KIND_ORDER, LabelTally, choose_labels
 from retrieval_pipeline.ingest.span_documents import SpanError, json_value, ranked_ids
-from retrieval_pipeline.ingest.spans import RETRIEVER_KIND, SPAN_KIND_ATTRIBUTE
+from retrieval_pipeline.ingest.span_records import RETRIEVER_KIND, SPAN_KIND_ATTRIBUTE
 
 UNKNOWN_SEGMENT = "unknown"  # a record's segment when its metadata names none
 

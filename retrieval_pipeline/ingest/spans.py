@@ -13,11 +13,12 @@ empty list), unless it is nested: LlamaIndex writes a documentless RETRIEVER spa
 around) the one with the documents, and that one alone is the retrieval. Such spans are held per
 trace until their relative arrives (it may come lines later) or the converter is flushed.
 
-Each record is checked with the record rules (`records.parse_record`) here, so that a bad span is
-quarantined with its file, line and span id, as is a retrieval span whose span id was read
-before in its trace (the recent `RECENT_SPANS` kept) and one whose document positions are not
-ASCII digits; spans of other kinds, and nested ones, are counted as skipped, so
-`read = converted + quarantined + skipped` once the converter is flushed. Pure: json and the
+What one span says (its stage, ids and fields, and its records checked with the record rules)
+is read in `ingest.span_records`; this converter holds what the spans of a trace share, and
+quarantines a bad span with its file, line and span id, as it does a retrieval span whose span
+id was read before in its trace (the recent `RECENT_SPANS` kept) and one whose document
+positions are not ASCII digits; spans of other kinds, and nested ones, are counted as skipped,
+so `read = converted + quarantined + skipped` once the converter is flushed. Pure: json and the
 standard library.
 """
 
@@ -26,23 +27,31 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrieval_pipeline import environment
 from retrieval_pipeline.ingest.otlp import OTLP_FIELD, BadSpan, SpanView, otlp_spans, read_lines
-from retrieval_pipeline.ingest.span_documents import (
-    SpanError,
-    check_positions,
-    genai_ids,
-    json_value,
-    positions,
-    ranked_ids,
-    shortened,
-    words,
+from retrieval_pipeline.ingest.span_documents import SpanError, words
+from retrieval_pipeline.ingest.span_records import (  # the span kinds re-exported here
+    GENAI_OPERATION_ATTRIBUTE,
+    GENAI_RETRIEVAL,
+    RERANKER_KIND,
+    RETRIEVER_KIND,
+    SPAN_KIND_ATTRIBUTE,
+    Fields,
+    checked_text,
+    has_documents,
+    position_problem,
+    reranker_ids,
+    reranker_own_fields,
+    retriever_fields,
+    retriever_ids,
+    span_record,
+    span_stage,
+    span_timestamp,
 )
 from retrieval_pipeline.ingest.topics import Topics, load_topics
 from retrieval_pipeline.records import (  # the stage names are the records' (re-exported here)
@@ -50,17 +59,28 @@ from retrieval_pipeline.records import (  # the stage names are the records' (re
     STAGE_RERANKER,
     STAGE_RERANKER_INPUT,
     STAGE_RETRIEVER,
-    RecordError,
-    parse_record,
 )
 
 if TYPE_CHECKING:  # the configuration's models (pydantic) load only where spans are read
     from retrieval_pipeline.config import TraceFormatConfig
 
-SPAN_KIND_ATTRIBUTE = "openinference.span.kind"
-RETRIEVER_KIND, RERANKER_KIND = "RETRIEVER", "RERANKER"
-GENAI_OPERATION_ATTRIBUTE = "gen_ai.operation.name"
-GENAI_RETRIEVAL = "retrieval"
+__all__ = [
+    "GENAI_OPERATION_ATTRIBUTE",
+    "GENAI_RETRIEVAL",
+    "INPUT_SUFFIX",
+    "RECENT_SPANS",
+    "RECENT_TRACES",
+    "RERANKER_KIND",
+    "RETRIEVER_KIND",
+    "SPAN_KIND_ATTRIBUTE",
+    "STAGE_RERANKER",
+    "STAGE_RERANKER_INPUT",
+    "STAGE_RETRIEVER",
+    "SpanConverter",
+    "SpanCounts",
+    "SpanRow",
+    "default_trace_format",
+]
 
 
 # How many traces' RETRIEVER fields are kept for the RERANKER spans that follow them. A reranker
@@ -71,9 +91,6 @@ RECENT_TRACES = 10_000
 # trace: a span exported twice lies a batch or a few apart. A repeat further back is still
 # found downstream (its record's trace_id is the span id), as a repeated trace id.
 RECENT_SPANS = 100_000
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_END_NS = 253402300800 * 10**9  # 10000-01-01T00:00:00Z, past the record's range
 
 
 @dataclass(frozen=True)
@@ -115,30 +132,10 @@ class SpanCounts:
     unknown_query_texts: int = 0
 
 
-def _timestamp(start_ns: int | None) -> str:
-    """The span's start as the record's ISO 8601 text, to the microsecond (truncated, so that a
-    span stays on the day it started)."""
-    if start_ns is None:
-        raise SpanError("missing startTimeUnixNano")
-    if not 0 < start_ns < _END_NS:
-        raise SpanError(f"startTimeUnixNano {start_ns} is not a time (1970 to 9999)")
-    served_at = _EPOCH + timedelta(microseconds=start_ns // 1000)
-    return served_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@dataclass(frozen=True)
-class _Fields:
-    """What the stages of a request share (query_id, segment, variant, labels), and whether the
-    query id is a query text that the topics do not hold."""
-
-    values: dict[str, object]
-    unknown_text: bool = False
-
-
 @dataclass(frozen=True)
 class _Retriever:
     span_id: str
-    fields: _Fields
+    fields: Fields
 
 
 @dataclass(frozen=True)
@@ -251,7 +248,7 @@ class SpanConverter:
                     source_file, line_number, span.span_id, span.where, span.reason
                 )
                 continue
-            stage = self._stage(span)
+            stage = span_stage(span)
             problem = None if stage is None else self._problem(span, line_number)
             if stage is None:
                 self.counts.skipped += 1
@@ -283,7 +280,7 @@ class SpanConverter:
         trace = span.trace_id
         if not (trace and span.span_id and span.problem is None):
             yield from self._rows(span, source_file, line_number, self._retriever_records)
-        elif not self._has_documents(span):
+        elif not has_documents(span, self.format):
             documented = self._documented.get(trace, {})
             if any(_related(span.span_id, span.parent_id, *d) for d in documented.items()):
                 self._nested()
@@ -321,7 +318,7 @@ class SpanConverter:
     def _problem(self, span: SpanView, line_number: int) -> str | None:
         """Why a retrieval span is quarantined before its records are made: its span id read
         before in its trace, or a document position that is not one."""
-        return self._repeated(span, line_number) or self._position_problem(span)
+        return self._repeated(span, line_number) or position_problem(span, self.format)
 
     def _repeated(self, span: SpanView, line_number: int) -> str | None:
         """Why the span is a repeat (its span id read before in its trace), or None; the span
@@ -338,59 +335,21 @@ class SpanConverter:
             self._seen.popitem(last=False)
         return None
 
-    def _position_problem(self, span: SpanView) -> str | None:
-        """Why the span's document attributes cannot be ranked (a position that is not ASCII
-        digits), or None; checked before anything else reads a position."""
-        fmt = self.format
-        patterns = (
-            fmt.document_id_attribute,
-            fmt.document_metadata_attribute,
-            fmt.reranker_input_id_attribute,
-            fmt.reranker_input_metadata_attribute,
-            fmt.reranker_output_id_attribute,
-            fmt.reranker_output_metadata_attribute,
-        )
-        try:
-            check_positions(span.attributes, patterns)
-        except SpanError as exc:
-            return str(exc)
-        return None
-
-    def _has_documents(self, span: SpanView) -> bool:
-        fmt = self.format
-        attributes = span.attributes
-        return (
-            attributes.get(fmt.genai_documents_attribute) is not None
-            or bool(positions(attributes, fmt.document_id_attribute, False))
-            or bool(positions(attributes, fmt.document_metadata_attribute, False))
-        )
-
     def remember(self, span: SpanView) -> None:
         """Keep a RETRIEVER span with documents (its shared fields for its trace's RERANKER
         spans, and its ids for nesting) without making its record (a Phoenix page of rerankers
         looks up its retrievers this way). A documentless one is not kept: it may be nested."""
-        if self._position_problem(span) is not None:
+        if position_problem(span, self.format) is not None:
             return  # its own record is quarantined when read
-        if self._stage(span) == STAGE_RETRIEVER and self._has_documents(span):
+        if span_stage(span) == STAGE_RETRIEVER and has_documents(span, self.format):
             if span.trace_id and span.span_id:
                 self._note_documented(span)
             with contextlib.suppress(SpanError):  # its own record is quarantined when read
-                self._remember(span, self._retriever_fields(span))
+                self._remember(span, retriever_fields(span, self.format, self.topics))
 
     def knows_trace(self, trace_id: str) -> bool:
         """Whether a RETRIEVER span of this trace is remembered."""
         return trace_id in self._recent
-
-    def _stage(self, span: SpanView) -> str | None:
-        kind = span.attributes.get(SPAN_KIND_ATTRIBUTE)
-        kind = kind.upper() if isinstance(kind, str) else kind
-        if kind == RETRIEVER_KIND:
-            return STAGE_RETRIEVER
-        if kind == RERANKER_KIND:
-            return STAGE_RERANKER
-        if kind is None and span.attributes.get(GENAI_OPERATION_ATTRIBUTE) == GENAI_RETRIEVAL:
-            return STAGE_RETRIEVER
-        return None
 
     def _rows(
         self,
@@ -405,7 +364,7 @@ class SpanConverter:
             if span.problem is not None:
                 raise SpanError(span.problem)
             records, unknown_text = make(span)
-            texts = [(_checked(record), str(record["stage"])) for record in records]
+            texts = [(checked_text(record), str(record["stage"])) for record in records]
         except SpanError as exc:
             yield self._quarantine(
                 source_file, line_number, span.span_id or None, span.where, str(exc)
@@ -434,42 +393,27 @@ class SpanConverter:
         return SpanRow(source_file, line_number, span_id, error=f"{named}: {reason}")
 
     def _retriever_records(self, span: SpanView) -> tuple[list[dict[str, object]], bool]:
-        fields = self._retriever_fields(span)
+        """A RETRIEVER span's record, its fields remembered for its trace's RERANKER spans."""
+        fields = retriever_fields(span, self.format, self.topics)
         self._remember(span, fields)  # before the checks below: its reranker shares its fields
-        fmt = self.format
-        ids = ranked_ids(
-            span.attributes,
-            fmt.document_id_attribute,
-            fmt.document_metadata_attribute,
-            fmt.document_metadata_id_key,
-        )
-        if ids is None:
-            documents = span.attributes.get(fmt.genai_documents_attribute)
-            # no document attribute at all: OpenInference's way of writing an empty list
-            ids = [] if documents is None else genai_ids(documents, fmt.genai_documents_attribute)
-        timestamp = _timestamp(span.start_ns)
-        record = _record(span, span.span_id, timestamp, ids, fields.values, STAGE_RETRIEVER)
+        ids = retriever_ids(span, self.format)
+        timestamp = span_timestamp(span.start_ns)
+        record = span_record(span, span.span_id, timestamp, ids, fields.values, STAGE_RETRIEVER)
         return [record], fields.unknown_text
 
     def _reranker_records(self, span: SpanView) -> tuple[list[dict[str, object]], bool]:
-        fmt = self.format
-        key = fmt.document_metadata_id_key
-        attributes = span.attributes
-        ids_in = ranked_ids(
-            attributes, fmt.reranker_input_id_attribute, fmt.reranker_input_metadata_attribute, key
-        )
-        output_metadata = fmt.reranker_output_metadata_attribute
-        ids_out = ranked_ids(attributes, fmt.reranker_output_id_attribute, output_metadata, key)
-        timestamp = _timestamp(span.start_ns)
+        """A RERANKER span's two records, its input ranking and its output, sharing the fields
+        of its trace's RETRIEVER (read in this order, so that a span's first problem is told)."""
+        ids_in, ids_out = reranker_ids(span, self.format)
+        timestamp = span_timestamp(span.start_ns)
         fields = self._reranker_fields(span)
         values = fields.values
-        given = _record(
-            span, span.span_id + INPUT_SUFFIX, timestamp, ids_in or [], values, STAGE_RERANKER_INPUT
-        )
-        reranked = _record(span, span.span_id, timestamp, ids_out or [], values, STAGE_RERANKER)
+        input_id = span.span_id + INPUT_SUFFIX
+        given = span_record(span, input_id, timestamp, ids_in, values, STAGE_RERANKER_INPUT)
+        reranked = span_record(span, span.span_id, timestamp, ids_out, values, STAGE_RERANKER)
         return [given, reranked], fields.unknown_text
 
-    def _reranker_fields(self, span: SpanView) -> _Fields:
+    def _reranker_fields(self, span: SpanView) -> Fields:
         """The retriever's fields when its trace holds one RETRIEVER span seen so far (or one
         documentless span held); else the reranker's own metadata (OpenInference's
         `using_metadata` sets it on every span)."""
@@ -480,10 +424,9 @@ class SpanConverter:
         held = self._held.get(span.trace_id, []) if entry is None and span.trace_id else []
         if len(held) == 1:
             with contextlib.suppress(SpanError):  # its own record says why, when released
-                return self._retriever_fields(held[0].span)
-        queries = (self.format.reranker_query_attribute, self.format.query_attribute)
+                return retriever_fields(held[0].span, self.format, self.topics)
         try:
-            fields = self._shared_fields(span, queries)
+            fields = reranker_own_fields(span, self.format, self.topics)
         except SpanError as exc:
             if entry == _SEVERAL:
                 raise SpanError(
@@ -494,11 +437,7 @@ class SpanConverter:
         self.counts.unpaired_rerankers += 1
         return fields
 
-    def _retriever_fields(self, span: SpanView) -> _Fields:
-        queries = (self.format.query_attribute, self.format.genai_query_attribute)
-        return self._shared_fields(span, queries)
-
-    def _remember(self, span: SpanView, fields: _Fields) -> None:
+    def _remember(self, span: SpanView, fields: Fields) -> None:
         if not span.trace_id:
             return  # no trace to share
         entry = self._recent.get(span.trace_id)
@@ -510,47 +449,6 @@ class SpanConverter:
         while len(self._recent) > self._recent_max:
             self._recent.popitem(last=False)
 
-    def _shared_fields(self, span: SpanView, queries: tuple[str, ...]) -> _Fields:
-        """query_id, segment, variant and the labels, from the metadata keys of the mapping; the
-        query_id falls back on the first of `queries` the span has (the query text), which the
-        topics, when given, turn into its query id."""
-        fmt = self.format
-        metadata = json_value(span.attributes.get(fmt.metadata_attribute), fmt.metadata_attribute)
-        if metadata is None:
-            metadata = {}
-        if not isinstance(metadata, dict):
-            raise SpanError(
-                f"{fmt.metadata_attribute} must be a JSON object (got {words(metadata)})"
-            )
-        fields = {
-            field: metadata[key] for field, key in fmt.metadata_keys().items() if key in metadata
-        }
-        if fields.get("query_id") is None:
-            query = next(
-                (span.attributes[q] for q in queries if span.attributes.get(q) is not None), None
-            )
-            if query is None:
-                raise SpanError(
-                    f"no query id: {fmt.metadata_attribute} has no {fmt.query_id_key} and the "
-                    f"span has no {' or '.join(queries)}"
-                )
-            fields["query_id"], unknown = self._topic_id(query)
-            return _Fields(fields, unknown)
-        return _Fields(fields)
-
-    def _topic_id(self, query: object) -> tuple[object, bool]:
-        """A query text's id in the topics, and whether the topics lack the text (it is kept as
-        the query id then); a text under several ids is an error naming them."""
-        if self.topics is None or not isinstance(query, str):
-            return query, False
-        ids = self.topics.ids(query)
-        if len(ids) > 1:
-            raise SpanError(
-                f"the query text {shortened(query.strip())} is under several query ids in the "
-                f"topics ({', '.join(ids)}): which one is meant is unknown"
-            )
-        return (ids[0], False) if ids else (query, True)
-
 
 def _pair(span: SpanView) -> tuple[str, str]:
     return span.span_id, span.parent_id
@@ -561,38 +459,3 @@ def _related(span_id: str, parent_id: str, other_id: str, other_parent: str) -> 
     return (bool(parent_id) and parent_id == other_id) or (
         bool(other_parent) and other_parent == span_id
     )
-
-
-def _record(
-    span: SpanView,
-    trace_id: str,
-    timestamp: str,
-    ids: list[str | int],
-    fields: Mapping[str, object],
-    stage: str,
-) -> dict[str, object]:
-    return {
-        "trace_id": trace_id,
-        "query_id": fields["query_id"],
-        "timestamp": timestamp,
-        "retrieved_ids": ids,
-        **{k: v for k, v in fields.items() if k != "query_id"},
-        "stage": stage,
-        "otel_trace_id": span.trace_id,
-        "span_id": span.span_id,
-    }
-
-
-def _checked(record: dict[str, object]) -> str:
-    """The record as JSON text, once the record rules accept it."""
-    try:
-        parse_record(record)
-    except RecordError as exc:
-        raise SpanError(exc.reason) from None
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # an escape such as \ud800 in the metadata JSON: not Unicode, as the record rules say
-        raise SpanError("a string holds a lone surrogate escape, which is not Unicode") from None
-    return text

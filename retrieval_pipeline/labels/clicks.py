@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from retrieval_pipeline.labels.impressions import Impression
+from retrieval_pipeline.text import finite
 
 METHOD = "intervention_harvesting"
 LABEL_SOURCE = "clicks"
@@ -113,7 +114,10 @@ def _is_int(value: object) -> bool:
 
 
 def _is_number(value: object) -> bool:
-    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
+    """An int of any size, or a finite float as `text.finite` judges one (`numbers_only`: a
+    numeric string is no number here). Ints are taken before `finite`, which makes its value a
+    float: an int too large for a float still compares exactly with the bounds here."""
+    return _is_int(value) or finite(value, numbers_only=True) is not None
 
 
 class ClickTable:

@@ -8,13 +8,13 @@ Pure: DataFrames and plain values in, words out.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 
 import pandas as pd
 
 from retrieval_pipeline.ab.compare import Comparison
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
+from retrieval_pipeline.text import finite
 
 # A variant whose judged share is more than this far (10 percentage points) below another's is
 # named in a warning.
@@ -30,12 +30,8 @@ def judged_shares(rows: pd.DataFrame, metric: str) -> dict[tuple[str, str], floa
     return {
         (str(row["segment"]), str(row["variant"])): float(row["mean"])
         for row in found.to_dict(orient="records")
-        if _finite(row["mean"])
+        if finite(row["mean"], numbers_only=True) is not None
     }
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def gap_warnings(

@@ -23,11 +23,14 @@ from retrieval_pipeline.reports.stage_why import StageWhy, stage_why_markdown
 from retrieval_pipeline.reports.stages import StageRows, stages_dict, stages_markdown
 from retrieval_pipeline.reports.why import Explanation, why_lead, why_markdown
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
-from retrieval_pipeline.text import MISSING, escape_markdown, json_text, markdown_table, number
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+from retrieval_pipeline.text import (
+    MISSING,
+    escape_markdown,
+    finite,
+    json_text,
+    markdown_table,
+    number,
+)
 
 
 def _clean(value: object) -> object:
@@ -103,11 +106,13 @@ def watch_of(rows: pd.DataFrame) -> list[Watch]:
         return found
     for row in report_order(rows).to_dict(orient="records"):
         numbers = [row.get(k) for k in ("mean", "baseline", "ci_low", "ci_high")]
-        if row["status"] not in ("pass", "no_threshold") or not all(map(_is_number, numbers)):
+        if row["status"] not in ("pass", "no_threshold") or not all(
+            finite(v, numbers_only=True) is not None for v in numbers
+        ):
             continue
         value, baseline, low, high = (float(v) for v in numbers)
         if high < baseline:
-            threshold = float(row["threshold"]) if _is_number(row.get("threshold")) else None
+            threshold = finite(row.get("threshold"), numbers_only=True)
             found.append(
                 Watch(
                     str(row["segment"]),
@@ -216,7 +221,10 @@ class RegressionReport:
             return out
         overall = self.rows[self.rows["segment"] == OVERALL_SEGMENT]
         for row in overall.to_dict(orient="records"):
-            if row["metric"] in self.headline_metrics and _is_number(row["mean"]):
+            if (
+                row["metric"] in self.headline_metrics
+                and finite(row["mean"], numbers_only=True) is not None
+            ):
                 out[f"{row['metric']} ({row['variant']})"] = float(row["mean"])
         return dict(sorted(out.items()))
 
@@ -308,7 +316,7 @@ class RegressionReport:
         for row in self.rows.to_dict(orient="records"):
             ci = (
                 f"{number(row['ci_low'])}..{number(row['ci_high'])}"
-                if _is_number(row["ci_low"])
+                if finite(row["ci_low"], numbers_only=True) is not None
                 else MISSING
             )
             rows.append(

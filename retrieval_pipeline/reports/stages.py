@@ -4,14 +4,13 @@ Pure."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from retrieval_pipeline.ab.stages import StageGain
 from retrieval_pipeline.segments import OVERALL_SEGMENT, segment_label
-from retrieval_pipeline.text import MISSING, markdown_table, number
+from retrieval_pipeline.text import MISSING, finite, markdown_table, number
 
 STAGE_WORDS = {
     "retriever": "first-stage retrieval",
@@ -97,16 +96,11 @@ StageRows = tuple[pd.DataFrame, pd.DataFrame]
 NO_RERANKER = "no reranker stage: the day holds no RERANKER span"
 
 
-def _finite(value: object) -> float | None:
-    number_value = float(value) if isinstance(value, int | float) else None
-    return number_value if number_value is not None and math.isfinite(number_value) else None
-
-
 def overall_gains(gains: pd.DataFrame, metrics: Sequence[str]) -> dict[str, float]:
     """The reranker's overall gain of each of `metrics` that has one."""
     found: dict[str, float] = {}
     for row in gains.to_dict(orient="records") if len(gains) else []:
-        value = _finite(row["gain"])
+        value = finite(row["gain"], numbers_only=True)
         if row["segment"] == OVERALL_SEGMENT and row["metric"] in metrics and value is not None:
             found[str(row["metric"])] = value
     return found
@@ -140,7 +134,7 @@ def stage_day_metadata(
         metadata[f"{metric} reranker gain"] = gain
     overall = means[(means["segment"] == OVERALL_SEGMENT) & means["metric"].isin(metrics)]
     for row in overall.to_dict(orient="records"):
-        value = _finite(row["mean"])
+        value = finite(row["mean"], numbers_only=True)
         if value is not None:
             metadata[f"{row['metric']} ({row['stage']}, {row['variant']})"] = value
     metadata["reranker_gains"] = gains_markdown(gains)
@@ -186,7 +180,7 @@ def stages_dict(means: pd.DataFrame, gains: pd.DataFrame) -> dict[str, object]:
     def records(frame: pd.DataFrame) -> list[dict[str, object]]:
         kept = frame.drop(columns=["partition_date"], errors="ignore")
         return [
-            {k: _finite(v) if isinstance(v, float) else v for k, v in row.items()}
+            {k: finite(v) if isinstance(v, float) else v for k, v in row.items()}
             for row in kept.to_dict(orient="records")
         ]
 

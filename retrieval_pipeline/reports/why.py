@@ -34,7 +34,7 @@ from retrieval_pipeline.reports.why_causes import (
     with_entered,
 )
 from retrieval_pipeline.segments import segment_label
-from retrieval_pipeline.text import escape_markdown, markdown_table, number
+from retrieval_pipeline.text import escape_markdown, finite, markdown_table, number
 
 SHOWN = 10  # contributors shown per finding; the top-ten share is theirs
 SPLIT_QUERIES = 100  # recurring queries per finding whose change is split into causes
@@ -392,7 +392,9 @@ def explain(
     for segment, variant, metric, kind in findings:
         key = (segment, variant, metric)
         row = by_key.get(key)
-        if row is None or not _finite(row["day_value"], row["base_value"]):
+        if row is None or not all(
+            finite(v, numbers_only=True) is not None for v in (row["day_value"], row["base_value"])
+        ):
             continue
         contributors = [
             _contributor(r, traces.get((*key, str(r["query_id"])), ()), scorings[metric])
@@ -400,10 +402,6 @@ def explain(
         ]
         out.append(_explanation(key, kind, row, contributors))
     return tuple(out)
-
-
-def _finite(*values: object) -> bool:
-    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
 
 
 def _contributor(
@@ -453,6 +451,6 @@ def _explanation(
         split_queries=len(split),
         new_queries=int(row["new_queries"]),
         new_traces=int(row["new_traces"]),
-        new_day_mean=float(new_mean) if _finite(new_mean) else None,
+        new_day_mean=finite(new_mean, numbers_only=True),
         gone_queries=int(row["gone_queries"]),
     )

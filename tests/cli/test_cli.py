@@ -206,6 +206,7 @@ NOT_FOR_EVALUATE = (
     "pydantic",
     "retrieval_pipeline.config",
     "retrieval_pipeline.ingest.spans",
+    "retrieval_pipeline.ingest.span_records",
     "retrieval_pipeline.ingest.phoenix",
     "retrieval_pipeline.ingest.judgments",
     "retrieval_pipeline.ingest.trec",

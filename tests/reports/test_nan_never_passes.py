@@ -6,8 +6,11 @@ hold (`pass` beside a NaN mean), and what it writes now (`fail` beside a NaN mea
 from __future__ import annotations
 
 import json
+import math
 from datetime import date
+from decimal import Decimal
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -15,6 +18,7 @@ from retrieval_pipeline.config import PipelineConfig
 from retrieval_pipeline.gate import threshold_verdict
 from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.segments import OVERALL_SEGMENT
+from retrieval_pipeline.text import finite
 
 DAY = date(2026, 11, 30)
 NAN = float("nan")
@@ -84,3 +88,28 @@ def test_a_finite_miss_reads_as_before() -> None:
         "multi_hop / candidate: ndcg@10 = 0.449, 0.201 below the threshold 0.650"
         in verdict.description
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "shown", "judged"),
+    [
+        (0.9, 0.9, 0.9),
+        (1, 1.0, 1.0),
+        (np.float64(0.5), 0.5, 0.5),
+        ("0.9", 0.9, None),
+        (np.int64(3), 3.0, None),
+        (Decimal("0.5"), 0.5, None),
+        (True, None, None),
+        (None, None, None),
+        (NAN, None, None),
+        (-math.inf, None, None),
+        (pd.NA, None, None),
+        ("nan", None, None),
+    ],
+)
+def test_finite_never_takes_a_missing_or_nan_value_and_numbers_only_takes_no_text(
+    value: object, shown: float | None, judged: float | None
+) -> None:
+    # the one finite-number test: the gate and the reports judge with numbers_only
+    assert finite(value) == shown
+    assert finite(value, numbers_only=True) == judged
