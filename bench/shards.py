@@ -319,6 +319,7 @@ def day_store(ds: Any, files: int) -> Path:
     """The dataset's day as `files` JSON-lines.gz files of consecutive records, written as
     `generate.py` writes its one file, with the corpus, laid out as a trace store (cached)."""
     import duckdb
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     root = ds.root / "shard_store" / f"f{files}"
@@ -330,14 +331,23 @@ def day_store(ds: Any, files: int) -> Path:
         shutil.rmtree(root)
     folder = root / "traces" / f"date={ds.day.isoformat()}"
     folder.mkdir(parents=True)
-    table = pq.read_table(ds.parquet)
-    bounds = [round(i * table.num_rows / files) for i in range(files + 1)]
+    # read a file's rows at a time: the whole day at 10M traces would not fit in memory
+    source = pq.ParquetFile(ds.parquet)
+    rows = source.metadata.num_rows
+    bounds = [round(i * rows / files) for i in range(files + 1)]
+    batches = source.iter_batches(batch_size=65_536)
+    held: list[pa.RecordBatch] = []
     conn = duckdb.connect()
     for number, (first, end) in enumerate(pairwise(bounds)):
-        conn.register("piece", table.slice(first, end - first))
+        while sum(b.num_rows for b in held) < end - first:
+            held.append(next(batches))
+        table = pa.Table.from_batches(held)
+        conn.register("piece", table.slice(0, end - first))
         target = folder / f"part-{number:03d}.jsonl.gz"
         conn.execute(f"copy piece to '{target}' (format json, compression gzip)")  # our path
         conn.unregister("piece")
+        rest = table.slice(end - first)
+        held = rest.to_batches() if rest.num_rows else []
     conn.close()
     corpus = root / "corpus" / "corpus.parquet"
     corpus.parent.mkdir(parents=True)
