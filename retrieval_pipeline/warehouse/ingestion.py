@@ -114,10 +114,16 @@ def ingest_traces(
                 )
             ) as validated,
         ):
-            for number, done in enumerate(validated):
+            # not enumerate(): it keeps its last item, which would hold a piece's rows (the
+            # largest object of an ingestion) through the next piece's validation
+            number = -1
+            for done in validated:
+                number += 1
                 read, skipped = read + done.piece.skipped, skipped + done.piece.skipped
                 unknown.update(done.unknown_fields)
-                staged = _in_batches_per_thread(done.staged, int(threads))
+                staged = done.staged
+                del done  # the rows are held once: re-batching below copies them
+                staged = _in_batches_per_thread(staged, int(threads))
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
                         rows = conn.execute(

@@ -63,13 +63,18 @@ def validated_pieces(
     judged: bool,
 ) -> Generator[Validated, None, None]:
     """`pieces` validated, in order, at most `workers` at once. The caller adds each piece's
-    valid rows to `seen_trace_ids` before taking the next one. Close the iterator when done
+    valid rows to `seen_trace_ids` before taking the next one, and holds a piece's rows no
+    longer than it needs them (a piece's rows are its largest object). Close the iterator when done
     (`contextlib.closing`): that stops the workers and closes their cursors."""
     if workers <= 1:
         for piece in pieces:
             unknown: Counter[str] = Counter()
-            staged = stage_records(conn, piece, partition_date, keep_retrieved_ids, judged, unknown)
-            yield Validated(piece, staged, unknown)
+            # no name here holds the rows while the caller works on them: it replaces them
+            yield Validated(
+                piece,
+                stage_records(conn, piece, partition_date, keep_retrieved_ids, judged, unknown),
+                unknown,
+            )
         return
     cursors = [_validation_cursor(conn, judged) for _ in range(workers)]
     idle: queue.SimpleQueue[duckdb.DuckDBPyConnection] = queue.SimpleQueue()
