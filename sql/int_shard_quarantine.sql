@@ -27,11 +27,12 @@ shard_rows as (
         case
             when
                 quarantined.field = 'trace_id'
-                and starts_with(quarantined.reason, 'duplicate trace_id ')
+                and is_duplicate_trace_id_reason(quarantined.reason)
                 and first_valid.trace_id is not null
                 then
-                    'duplicate trace_id ' || left(quarantined.trace_id, 80) || ' (first seen at '
-                    || first_valid.first_file || ' line ' || first_valid.first_line::varchar || ')'
+                    duplicate_trace_id_reason(
+                        quarantined.trace_id, first_valid.first_file, first_valid.first_line
+                    )
             else quarantined.reason
         end as reason
     from read_parquet($files, hive_partitioning = false) as quarantined
@@ -46,8 +47,8 @@ repeated_rows as (
         repeated.trace_id,
         'trace_id' as field,
         rtrim(texts.raw_record, chr(10)) as raw_record,
-        'duplicate trace_id ' || left(repeated.trace_id, 80) || ' (first seen at '
-        || repeated.first_file || ' line ' || repeated.first_line::varchar || ')' as reason
+        duplicate_trace_id_reason(repeated.trace_id, repeated.first_file, repeated.first_line)
+            as reason
     from shard_repeated as repeated
     inner join shard_repeated_texts as texts
         on repeated.file_order = texts.file_order and repeated.source_line = texts.source_line

@@ -117,3 +117,14 @@ end;
 -- The largest grade a label may have (retrieval_pipeline.records.MAX_GRADE, which says why; tests
 -- hold the two equal): with exponential gain a grade of 1024 is an infinite gain and nDCG NaN.
 create or replace temp macro max_grade() as 100;
+
+-- The quarantine reason of a record repeating a valid record's trace_id, naming that first
+-- record; one wording for every statement that ranks repeats (a piece's, across pieces, across
+-- shards), so one can recognise another's.
+create or replace temp macro duplicate_trace_id_reason(trace_id, first_file, first_line) as
+'duplicate trace_id ' || left(trace_id, 80) || ' (first seen at ' || first_file || ' line '
+|| first_line::varchar || ')';
+
+-- Whether a quarantine reason is duplicate_trace_id_reason's.
+create or replace temp macro is_duplicate_trace_id_reason(reason) as
+starts_with(reason, 'duplicate trace_id ');

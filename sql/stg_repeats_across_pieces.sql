@@ -22,7 +22,7 @@ ranked_alone as (
         source_line,
         trace_id
     from piece_trace_ids
-    where reason is null or starts_with(reason, 'duplicate trace_id ')
+    where reason is null or is_duplicate_trace_id_reason(reason)
 ),
 
 occurrences as (
@@ -63,8 +63,8 @@ final as (
         ranked.file_order,
         ranked.source_line,
         'trace_id' as field,
-        'duplicate trace_id ' || left(ranked.trace_id, 80) || ' (first seen at '
-        || ranked.first_file || ' line ' || ranked.first_line::varchar || ')' as reason,
+        duplicate_trace_id_reason(ranked.trace_id, ranked.first_file, ranked.first_line)
+            as reason,
         rtrim(raw_records.raw_record, chr(10)) as raw_record
     from ranked
     inner join raw_records

@@ -161,8 +161,9 @@ final as (
             case
                 when repeated.first_file is not null
                     then
-                        'duplicate trace_id ' || left(shaped.trace_id, 80) || ' (first seen at '
-                        || repeated.first_file || ' line ' || repeated.first_line::varchar || ')'
+                        duplicate_trace_id_reason(
+                            shaped.trace_id, repeated.first_file, repeated.first_line
+                        )
                 else shaped.reason
             end as reason,
             case
