@@ -28,11 +28,7 @@ from retrieval_pipeline.warehouse.connection import create_macros, cursor_like
 from retrieval_pipeline.warehouse.judgments import judged_queries
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
-from retrieval_pipeline.warehouse.validation import raw_records, stage_records
-
-# The columns a repeat across pieces changes, besides `outside_partition_day` (false once
-# quarantined).
-_CHANGED = ("field", "reason", "raw_record")
+from retrieval_pipeline.warehouse.validation import raw_records, record_keys, stage_records
 
 
 @dataclass(frozen=True)
@@ -142,30 +138,21 @@ def repeats_across_pieces(
         changes = conn.sql(load_sql("stg_repeats_across_pieces")).to_arrow_table()
     if changes.num_rows == 0:
         return staged
-    keys = _keys(staged)
+    keys, changed = record_keys(staged), record_keys(changes)
     order = np.argsort(keys, kind="stable")
-    rows = order[np.searchsorted(keys[order], _keys(changes))]
-    assert np.array_equal(keys[rows], _keys(changes))  # each change is a row of the piece
+    rows = order[np.searchsorted(keys[order], changed)]
+    assert np.array_equal(keys[rows], changed)  # each change is a row of the piece
     by_row = np.argsort(rows, kind="stable")
     changes = changes.take(pa.array(by_row))
     mask = np.zeros(staged.num_rows, dtype=bool)
     mask[rows] = True
     replaced = pa.array(mask)
-    for name in (*_CHANGED, "outside_partition_day"):
+    # the columns a repeat changes; a quarantined record is never outside its day
+    values = {name: changes.column(name) for name in ("field", "reason", "raw_record")}
+    values["outside_partition_day"] = pa.chunked_array([np.zeros(changes.num_rows, dtype=bool)])
+    for name, new in values.items():
         column = staged.column(name).combine_chunks()
-        if name == "outside_partition_day":
-            values = pa.array(np.zeros(changes.num_rows, dtype=bool))
-        else:
-            values = changes.column(name).combine_chunks().cast(column.type)
         index = staged.schema.get_field_index(name)
-        staged = staged.set_column(
-            index, staged.field(index), pc.replace_with_mask(column, replaced, values)
-        )
+        new_column = pc.replace_with_mask(column, replaced, new.combine_chunks().cast(column.type))
+        staged = staged.set_column(index, staged.field(index), new_column)
     return staged
-
-
-def _keys(table: pa.Table) -> np.ndarray:
-    """Each row's place in the ingestion: its file's order, then its line."""
-    orders = pc.fill_null(table.column("file_order"), 0).to_numpy().astype(np.int64)
-    lines = table.column("source_line").to_numpy().astype(np.int64)
-    return (orders << 40) | lines

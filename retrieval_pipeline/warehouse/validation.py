@@ -292,7 +292,7 @@ def _as_plain_records(conn: duckdb.DuckDBPyConnection, fields: pa.Table) -> Iter
             conn.execute("drop view plain_records")
 
 
-def _record_keys(table: pa.Table) -> np.ndarray:
+def record_keys(table: pa.Table) -> np.ndarray:
     """Each record's place in the ingestion: its file's order (0 when not given), then its line
     (or row)."""
     lines = table.column("source_line").to_numpy().astype(np.int64)
@@ -307,8 +307,8 @@ def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:
     several joined in order: `ingest.pieces.coalesced`). DuckDB's parallel join does not keep
     the rows' order; putting them back moves the narrower table, and the column (100 ids a row)
     is shared, not copied."""
-    lines = _record_keys(fields)
-    staged_lines = _record_keys(staged)
+    lines = record_keys(fields)
+    staged_lines = record_keys(staged)
     rows = np.searchsorted(lines, staged_lines).clip(0, max(len(lines) - 1, 0))
     order = np.argsort(rows)
     # each line of `fields` once: the rows are a permutation of them
