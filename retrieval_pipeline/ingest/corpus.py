@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -57,12 +57,7 @@ def corpus_table(path: Path) -> pa.Table:
         raise TraceFileError(f"{path}: cannot read the corpus snapshot ({exc})") from exc
     if "doc_id" not in table.column_names:
         raise TraceFileError(f"{path}: the corpus snapshot has no doc_id column")
-    keep = [c for c in COLUMNS if c in table.column_names]
-    table = table.select(keep)
-    first_line = 1 if name.endswith(".parquet") else 2
-    lines = np.arange(first_line, first_line + table.num_rows, dtype=np.int64)
-    table = table.append_column("source_line", pa.array(lines))
-    return table.set_column(0, "doc_id", table.column("doc_id").cast(pa.string()))
+    return _shaped(table, 1 if name.endswith(".parquet") else 2)
 
 
 def scan_corpus(path: Path, scan: Callable[[Iterator[pa.Table]], T], rows: int = 0) -> T:
@@ -130,13 +125,17 @@ def _streamed(path: Path, rows: int) -> Iterator[pa.RecordBatch]:
         raise _NotStreamed from exc
 
 
-def _shaped(batch: pa.RecordBatch, first_line: int) -> pa.RecordBatch:
-    """A batch's columns of `COLUMNS`, doc_id as text, and each row's `source_line`."""
-    keep = [c for c in COLUMNS if c in batch.schema.names]
-    columns = [batch.column(c) for c in keep]
+_Rows = TypeVar("_Rows", pa.Table, pa.RecordBatch)
+
+
+def _shaped(rows: _Rows, first_line: int) -> _Rows:
+    """The rows' columns of `COLUMNS` (doc_id first), doc_id as text, and each row's
+    `source_line` counted from `first_line`: the whole file's or a batch's, the same way."""
+    keep: list[str] = [c for c in COLUMNS if c in rows.schema.names]
+    columns: list[Any] = [rows.column(c) for c in keep]
     columns[0] = columns[0].cast(pa.string())
-    lines = pa.array(np.arange(first_line, first_line + batch.num_rows, dtype=np.int64))
-    return pa.RecordBatch.from_arrays([*columns, lines], names=[*keep, "source_line"])
+    lines = pa.array(np.arange(first_line, first_line + rows.num_rows, dtype=np.int64))
+    return type(rows).from_arrays([*columns, lines], names=[*keep, "source_line"])
 
 
 def _csv_options() -> dict[str, object]:
