@@ -98,3 +98,16 @@ def test_a_missing_day_is_named_and_the_others_are_scored(
         assert [line for line in lines if str(gone) in line] == [f"no data for {gone} {why}"]
     assert not result.asset_materializations_for_node("deploy_gate")
     assert failure_messages(result)
+
+
+def test_the_traces_metadata_names_the_most_pieces_validated_at_once() -> None:
+    from retrieval_pipeline.defs.nightly.history import ingest_metadata
+    from retrieval_pipeline.warehouse.ingestion import IngestCounts
+
+    def counts(workers: int) -> IngestCounts:
+        return IngestCounts(1, 10, 9, 1, 0, validation_workers=workers)
+
+    assert (
+        ingest_metadata([(DAYS[0], counts(1)), (DAYS[1], counts(3))], {})["validation_workers"] == 3
+    )
+    assert ingest_metadata([], {DAYS[0]: "no traces"})["validation_workers"] == 1
