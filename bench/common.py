@@ -207,6 +207,25 @@ def run_worker(name: str, *args: str, env: dict[str, str] | None = None) -> tupl
         return json.loads(result_path.read_text()), proc
 
 
+def job_worker(workers: dict[str, Any], name: str, job: Path, result: Path) -> None:
+    """In the worker process: `workers[name]` on the JSON job at `job`, its result written as
+    JSON to `result` (`run_job`)."""
+    result.write_text(json.dumps(workers[name](json.loads(job.read_text())), default=str))
+
+
+def run_job(module: str, name: str, job: dict[str, Any]) -> tuple[dict[str, Any], Process]:
+    """`python -m MODULE worker NAME JOB RESULT` in a fresh process, `job` given as JSON: the
+    worker's result and the measured process."""
+    with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
+        job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
+        job_path.write_text(json.dumps(job))
+        args = ["worker", name, str(job_path), str(result_path)]
+        proc = run_process([sys.executable, "-m", module, *args])
+        if proc.returncode != 0 or not result_path.is_file():
+            raise RuntimeError(f"{name} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        return json.loads(result_path.read_text()), proc
+
+
 def pytrec_slice(size: int) -> int:
     return SLICE_AT_1M if size >= 1_000_000 else 0
 

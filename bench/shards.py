@@ -40,7 +40,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -55,9 +54,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (
     METRICS,
     Process,
+    job_worker,
     machine_note,
     max_abs_diff,
     parse_args,
+    run_job,
     run_process,
     waits,
     write_report,
@@ -300,19 +301,12 @@ WORKERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 
 def worker(name: str, job: Path, result: Path) -> None:
-    result.write_text(json.dumps(WORKERS[name](json.loads(job.read_text())), default=str))
+    job_worker(WORKERS, name, job, result)
 
 
 def run_worker(name: str, job: dict[str, Any]) -> tuple[dict[str, Any], Process]:
     """Worker `name` on `job` in a fresh process: its result and the measured process."""
-    with tempfile.TemporaryDirectory(prefix="bench-shards-") as tmp:
-        job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
-        job_path.write_text(json.dumps(job))
-        args = ["worker", name, str(job_path), str(result_path)]
-        proc = run_process([sys.executable, "-m", "bench.shards", *args])
-        if proc.returncode != 0 or not result_path.is_file():
-            raise RuntimeError(f"{name} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-        return json.loads(result_path.read_text()), proc
+    return run_job("bench.shards", name, job)
 
 
 def day_store(ds: Any, files: int) -> Path:

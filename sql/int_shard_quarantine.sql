@@ -7,13 +7,27 @@
 
 with
 
+quarantined as (
+    select *
+    from read_parquet($files, hive_partitioning = false)
+),
+
+-- only the trace_ids a shard quarantined as repeated are looked up among the valid ids: a day's
+-- valid ids are many, its repeats few
+repeated_ids as (
+    select distinct trace_id
+    from quarantined
+    where field = 'trace_id' and is_duplicate_trace_id_reason(reason)
+),
+
 first_valid as (
     select
-        trace_id,
-        arg_min(source_file, struct_pack(file_order, source_line)) as first_file,
-        arg_min(source_line, struct_pack(file_order, source_line)) as first_line
-    from shard_valid_ids
-    group by trace_id
+        valid.trace_id,
+        arg_min(valid.source_file, struct_pack(valid.file_order, valid.source_line)) as first_file,
+        arg_min(valid.source_line, struct_pack(valid.file_order, valid.source_line)) as first_line
+    from shard_valid_ids as valid
+    semi join repeated_ids on valid.trace_id = repeated_ids.trace_id
+    group by valid.trace_id
 ),
 
 shard_rows as (
@@ -35,7 +49,7 @@ shard_rows as (
                     )
             else quarantined.reason
         end as reason
-    from read_parquet($files, hive_partitioning = false) as quarantined
+    from quarantined
     left join first_valid on quarantined.trace_id = first_valid.trace_id
 ),
 

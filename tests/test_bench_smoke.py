@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import guard, shards
+from bench import flat_merge, guard, shards
 from bench.smoke import SMOKE_SIZE, run_smoke
 
 
@@ -83,3 +83,32 @@ def test_the_guard_prints_and_records_the_nightly_and_merge_rows(
     assert recorded[f"merge@{SMOKE_SIZE}"]["per_1m_s"] > 0
     assert recorded[f"merge-flatness@{half}-{SMOKE_SIZE}"]["ratio"] > 0
     assert all(recorded[name]["commit"] for name in rows)
+
+
+@pytest.mark.slow
+def test_the_merge_by_statistics_equals_the_rows_at_two_sizes(tmp_path: Path) -> None:
+    out = tmp_path / "flat.json"
+    flat_merge.main(
+        [
+            "--sizes", f"{SMOKE_SIZE},{3 * SMOKE_SIZE}", "--shards", "2", "--buckets", "3",
+            "--files", "8", "--data-root", str(tmp_path), "--json", str(out),
+        ]
+    )  # fmt: skip  # raises when a count, mean or standard deviation differs from the rows'
+    figures = json.loads(out.read_text())["figures"]
+    assert [f["copies"] for f in figures] == [1, 3]
+    assert all(f["repeated"] > 0 and f["worst"] <= flat_merge.EQUAL for f in figures)
+    assert all(len(f["reduce"]) == 3 and len(f["scatter"]) == 2 for f in figures)
+    # the merge reads at most a row per bucket and group, whatever the traces: one day's groups
+    assert figures[0]["rows"] == figures[1]["rows"]
+    assert all(f["merge_parts"] <= 3 * f["rows"] for f in figures)
+
+
+def test_the_statistics_check_fails_on_a_count_or_a_mean() -> None:
+    truth = [["a", "v1", "mrr", 10, 8, 2, 8, 0.5, 0.25, 0.0, 1.0]]
+    assert flat_merge.compare([list(truth[0])], truth) == 0.0
+    with pytest.raises(flat_merge.StatisticsDisagree, match="counts differ"):
+        flat_merge.compare([["a", "v1", "mrr", 10, 8, 2, 7, 0.5, 0.25, 0.0, 1.0]], truth)
+    with pytest.raises(flat_merge.StatisticsDisagree, match=r"1\.0e-06"):
+        flat_merge.compare([["a", "v1", "mrr", 10, 8, 2, 8, 0.500001, 0.25, 0.0, 1.0]], truth)
+    with pytest.raises(flat_merge.StatisticsDisagree):
+        flat_merge.compare([["a", "v1", "mrr", 10, 8, 2, 8, float("nan"), 0.25, 0.0, 1.0]], truth)
