@@ -62,6 +62,7 @@ from retrieval_pipeline.config import (
 )
 from retrieval_pipeline.metrics import parse_metric
 from retrieval_pipeline.segments import ALL_SEGMENTS, OVERALL_SEGMENT, segment_label
+from retrieval_pipeline.text import finite
 
 Verdict = Literal["better", "worse", "no significant difference", "not tested"]
 VERDICTS: tuple[Verdict, ...] = ("better", "worse", "no significant difference", "not tested")
@@ -139,7 +140,7 @@ class ComparisonSettings:
         for segment, per_metric in self.thresholds.items():
             for name, value in per_metric.items():
                 metric = parse_metric(name).name
-                if not (isinstance(value, int | float) and math.isfinite(value)):
+                if finite(value, numbers_only=True) is None:
                     raise ValueError(f"threshold {segment}: {name} must be a number, got {value!r}")
                 thresholds.setdefault(str(segment), {})[metric] = float(value)
         object.__setattr__(self, "guarded_metrics", guarded)

@@ -7,7 +7,6 @@ Every problem is one line (a `click.ClickException`), raised before a record is 
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from retrieval_pipeline.cli.errors import input_errors
-from retrieval_pipeline.text import number, printable
+from retrieval_pipeline.text import finite, number, printable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,7 +174,7 @@ def group_table(
 
 
 def _mean(value: object) -> str:
-    return number(value, digits=4) if isinstance(value, float) and math.isfinite(value) else "-"
+    return "-" if finite(value, numbers_only=True) is None else number(value, digits=4)
 
 
 def records_line(run: EvaluationRun) -> str:

@@ -371,7 +371,8 @@ def split_plan(top: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rank_of(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) and math.isfinite(value) else None
+    rank = finite(value, numbers_only=True)
+    return None if rank is None else int(rank)
 
 
 def explain(

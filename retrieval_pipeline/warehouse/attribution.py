@@ -9,7 +9,6 @@ with the baseline's labels, and the day's served top k of the queries shown (doc
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
@@ -24,6 +23,7 @@ from retrieval_pipeline.reports import why
 from retrieval_pipeline.reports.regression import RegressionReport
 from retrieval_pipeline.reports.why_causes import Scoring
 from retrieval_pipeline.segments import OVERALL_SEGMENT
+from retrieval_pipeline.text import finite
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
 
@@ -124,7 +124,7 @@ def with_why(
         else {
             (str(r["segment"]), str(r["variant"]), str(r["metric"]))
             for r in rows.to_dict(orient="records")
-            if isinstance(r["delta"], int | float) and math.isfinite(r["delta"])
+            if finite(r["delta"], numbers_only=True) is not None
         }
     )
     findings = [f for f in report_findings(report.misses, report.watch()) if f[:3] in changed]
