@@ -1,7 +1,8 @@
-"""Start-up against an earlier commit, side by side (issue 33 item 1): `evaluate` of 100 traces as
-a whole process, from this tree and from `--before REV` (checked out into a temporary worktree),
-and the bare `python -c "import duckdb, pyarrow, pandas"`, alternated for `--rounds` rounds; the
-best and the median of each, and each best over the bare imports' best.
+"""Start-up against an earlier commit, side by side (issue 33 item 1): `evaluate` of 100 traces (or
+`--size` traces, the throughput row of the speed guard at 100000) as a whole process, from this
+tree and from `--before REV` (checked out into a temporary worktree), and the bare `python -c
+"import duckdb, pyarrow, pandas"`, alternated for `--rounds` rounds; the best and the median of
+each, and each best over the bare imports' best.
 
 Each tree runs as it stands: where PYTHONDONTWRITEBYTECODE is set and the tree was never compiled,
 every run compiles the package again, as an editable install without `compileall` would (the
@@ -10,6 +11,7 @@ change to the imports does.
 
     python bench/startup.py --before 67bac61 --rounds 7
     python bench/startup.py --before 67bac61 --rounds 7 --compile
+    python bench/startup.py --before 50aaf41 --rounds 5 --size 100000
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="the commit to compare with")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--compile", action="store_true", help="compile both trees first")
+    parser.add_argument("--size", type=int, default=100, help="traces evaluated")
     args = parser.parse_args()
-    traces = dataset(100).jsonl
+    traces = dataset(args.size).jsonl
     with tempfile.TemporaryDirectory(prefix="startup-") as scratch:
         before = Path(scratch) / "before"
         subprocess.run(
@@ -69,7 +72,8 @@ def main() -> None:
                 capture_output=True,
             )
     floor = min(walls["bare imports"])
-    print(f"start-up, {args.rounds} alternating rounds; before = {args.before}")
+    rounds = f"{args.rounds} alternating rounds"
+    print(f"evaluate of {args.size:,} traces, {rounds}; before = {args.before}")
     for name, values in walls.items():
         best, median = min(values), statistics.median(values)
         print(f"{name:>13}: best {best:.3f} s, median {median:.3f} s, {best / floor:.2f}x")

@@ -8,7 +8,7 @@ break, the cut-off one quarantined with the stream's error.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, cast
 
@@ -24,6 +24,9 @@ from retrieval_pipeline.ingest.pieces import RAW_SCHEMA, RawPiece, file_columns
 # Ingestion reads and validates a file in pieces of about this much text (about 40k traces of 100
 # ids), so that its memory does not grow with the size of a day.
 PIECE_BYTES = 64 * 2**20
+# The first piece of an ingestion ends sooner (at most PIECE_BYTES), so that its validation starts
+# while the rest of the file is read and inflated: validation waits for the reader's first piece.
+FIRST_PIECE_BYTES = 8 * 2**20
 _READ_BYTES = 8 * 2**20
 
 # What the record a gzip stream cut off is quarantined with.
@@ -43,6 +46,7 @@ class JsonlPiece:
     at_file_start: bool
     stream_error: str | None = None
     line_errors: Mapping[int, str] = field(default_factory=dict)
+    continues: bool = False  # the file goes on after it (`LinePiece.continues`)
 
 
 def _open(path: Path | Location) -> BinaryIO:
@@ -59,17 +63,22 @@ def _open(path: Path | Location) -> BinaryIO:
 
 
 def jsonl_pieces(
-    path: Path | Location, piece_bytes: int | None = None, max_line_bytes: int | None = None
+    path: Path | Location,
+    piece_bytes: int | None = None,
+    max_line_bytes: int | None = None,
+    first_piece_bytes: int | None = None,
 ) -> Iterator[JsonlPiece]:
     """The file in pieces of whole lines (`ingest.lines`: each bounded in bytes and lines, a line
-    longer than `max_line_bytes` named instead of kept); a gzip file is decompressed member by
-    member, a chunk at a time, so that a truncated or corrupt tail keeps every line before it and
-    a gzip bomb is never held inflated."""
+    longer than `max_line_bytes` named instead of kept, the first ended at `first_piece_bytes`
+    when given); a gzip file is decompressed member by member, a chunk at a time, so that a
+    truncated or corrupt tail keeps every line before it and a gzip bomb is never held inflated."""
     piece_bytes = piece_bytes or PIECE_BYTES
     gzipped = path.name.lower().endswith(".gz")
     path_name = source_name(path)
     handle = _open(path)
-    splitter = LineSplitter(piece_bytes, PIECE_LINES, max_line_bytes or MAX_LINE_BYTES)
+    splitter = LineSplitter(
+        piece_bytes, PIECE_LINES, max_line_bytes or MAX_LINE_BYTES, first_piece_bytes
+    )
     with handle:
         # An empty file holds no records; one cut inside the gzip header is a truncated stream.
         if gzipped and not GZIP_MAGIC.startswith(handle.read(2)):
@@ -99,7 +108,12 @@ def jsonl_pieces(
 
 def _jsonl(piece: LinePiece, stream_error: str | None = None) -> JsonlPiece:
     return JsonlPiece(
-        piece.data, piece.first_line, piece.at_file_start, stream_error, piece.line_errors
+        piece.data,
+        piece.first_line,
+        piece.at_file_start,
+        stream_error,
+        piece.line_errors,
+        piece.continues,
     )
 
 
@@ -222,11 +236,12 @@ def jsonl_file_pieces(
     order: int,
     piece_bytes: int | None = None,
     max_line_bytes: int | None = None,
+    first_piece_bytes: int | None = None,
 ) -> Iterator[RawPiece]:
-    """Raw records of one JSON-lines file, a piece at a time."""
+    """Raw records of one JSON-lines file, a piece at a time (`jsonl_pieces`)."""
     name = source_name(path)
-    for piece in jsonl_pieces(path, piece_bytes, max_line_bytes):
-        yield jsonl_piece(
+    for piece in jsonl_pieces(path, piece_bytes, max_line_bytes, first_piece_bytes):
+        raw = jsonl_piece(
             piece.data,
             name,
             order,
@@ -235,3 +250,4 @@ def jsonl_file_pieces(
             piece.at_file_start,
             piece.line_errors,
         )
+        yield replace(raw, continues=True) if piece.continues else raw

@@ -5,7 +5,9 @@ what a gzip block inflates to at once) and cut into pieces for validation. Hosti
 make a piece large (issue 27): a gzip bomb of newlines inflates 1,000 to 1, one line may hold tens
 of megabytes, and ten million short lines cost a row each. So:
 
-- a piece ends at the last newline once it holds `piece_bytes` bytes or `piece_lines` lines;
+- a piece ends at the last newline once it holds `piece_bytes` bytes or `piece_lines` lines; the
+  first piece of a file once it holds `first_piece_bytes`, so that its validation starts while
+  the rest of the file is still being read;
 - blank lines at a piece's start are counted and dropped: a run of them costs no memory;
 - a line longer than `BIG_LINE` bytes goes in a piece of its own: DuckDB's validation of a
   64 MiB piece of 2 MiB lines ran out of its 512MB (one line of 16 MiB, or 60 of 1 MiB, did not);
@@ -52,6 +54,8 @@ class LinePiece:
     first_line: int
     at_file_start: bool
     line_errors: dict[int, str] = field(default_factory=dict)
+    # the file goes on after it: a piece cut once full, not the last one
+    continues: bool = False
 
 
 class LineSplitter:
@@ -65,8 +69,11 @@ class LineSplitter:
         piece_bytes: int,
         piece_lines: int = PIECE_LINES,
         max_line_bytes: int = MAX_LINE_BYTES,
+        first_piece_bytes: int | None = None,
     ) -> None:
         self.piece_bytes = max(int(piece_bytes), 1)
+        # the bytes that end the next piece: the first piece's, then every piece's
+        self._limit = min(max(int(first_piece_bytes or piece_bytes), 1), self.piece_bytes)
         self.piece_lines = max(int(piece_lines), 1)
         self.max_line_bytes = max(int(max_line_bytes), 1)
         # within a step of this many bytes a line that lies wholly inside is neither big nor
@@ -133,10 +140,11 @@ class LineSplitter:
 
     def _cut_if_full(self) -> Iterator[LinePiece]:
         big_opened = self._tail > BIG_LINE and self._newlines > 0  # the lines before it, alone
-        full = self._size >= self.piece_bytes or self._newlines >= self.piece_lines
+        full = self._size >= self._limit or self._newlines >= self.piece_lines
         if full or big_opened or self._big_ended:
             piece = self._cut()
             if piece is not None:
+                self._limit = self.piece_bytes
                 yield piece
 
     # --- one step of a chunk -------------------------------------------------------------------
@@ -241,7 +249,7 @@ class LineSplitter:
         lines = self._newlines  # the rest, after the last newline, holds none
         end = self._first_line + lines + (0 if everything else -1)
         errors = {n: e for n, e in self._errors.items() if n <= end}
-        piece = LinePiece(data, self._first_line, self._at_file_start, errors)
+        piece = LinePiece(data, self._first_line, self._at_file_start, errors, not everything)
         self._errors = {n: e for n, e in self._errors.items() if n > end}
         self._blocks = rest
         self._size = sum(map(len, rest))

@@ -48,6 +48,9 @@ class RawPiece:
     # records made from spans (ingest.span_pieces): their fields are the converter's, and a
     # quarantined span's text is the span itself, so no field is "unknown" there
     from_spans: bool = False
+    # its file goes on after it (a JSON-lines piece cut once full): `coalesced` hands it out at
+    # once rather than hold it to see whether the next piece joins it, which it would not
+    continues: bool = False
 
 
 # The columns `numbered_rows` adds; a file's own column of one of these names is refused.
@@ -120,6 +123,9 @@ def coalesced(pieces: Iterable[RawPiece], max_rows: int, max_bytes: int) -> Iter
             held, rows, size = [], 0, 0
         held.append(piece)
         rows, size = rows + count, size + weight
+        if piece.continues:
+            yield _joined(held)
+            held, rows, size = [], 0, 0
     if held:
         yield _joined(held)
 

@@ -182,7 +182,9 @@ def _each_file_pieces(
                     raise TraceFileError(str(exc)) from exc
                 continue
             if trace_file.kind == "jsonl":
-                yield from jsonl_file_pieces(trace_file.path, order, None, max_line_bytes)
+                # the ingestion's first piece ends sooner: validation waits for it
+                first = jsonl.FIRST_PIECE_BYTES if trace_file is files[0][1] else None
+                yield from jsonl_file_pieces(trace_file.path, order, None, max_line_bytes, first)
                 continue
             file_pieces = parquet_pieces(trace_file.path, ROWS_PER_PIECE)
             while True:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import tracemalloc
 import zlib
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,9 @@ from hypothesis import strategies as st
 
 from retrieval_pipeline.cli import main
 from retrieval_pipeline.ingest import jsonl, lines
+from retrieval_pipeline.ingest.jsonl import jsonl_piece
 from retrieval_pipeline.ingest.lines import LineSplitter, too_long_reason
+from retrieval_pipeline.ingest.pieces import RawPiece, coalesced
 
 RECORD = {
     "trace_id": "t1",
@@ -54,6 +58,7 @@ def held_records(pieces: list[lines.LinePiece]) -> dict[int, tuple[bytes, str | 
     cuts=st.lists(st.integers(min_value=1, max_value=97), min_size=1, max_size=8),
     max_line=st.integers(min_value=1, max_value=120),
     piece_bytes=st.integers(min_value=1, max_value=400),
+    first_piece_bytes=st.integers(min_value=1, max_value=400),
     piece_lines=st.integers(min_value=1, max_value=12),
     big_line=st.integers(min_value=2, max_value=200),
     last_newline=st.booleans(),
@@ -63,6 +68,7 @@ def test_every_line_is_kept_or_named_and_every_piece_is_bounded(
     cuts: list[int],
     max_line: int,
     piece_bytes: int,
+    first_piece_bytes: int,
     piece_lines: int,
     big_line: int,
     last_newline: bool,
@@ -77,8 +83,9 @@ def test_every_line_is_kept_or_named_and_every_piece_is_bounded(
         at += size
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(lines, "BIG_LINE", big_line)
-        splitter = LineSplitter(piece_bytes, piece_lines, max_line)
+        splitter = LineSplitter(piece_bytes, piece_lines, max_line, first_piece_bytes)
         pieces = [piece for chunk in chunks for piece in splitter.feed(chunk)]
+        fed = len(pieces)
         pieces += list(splitter.finish())
     assert held_records(pieces) == expected_records(text, max_line)
     step = min(big_line, max_line, piece_lines)
@@ -98,6 +105,43 @@ def test_every_line_is_kept_or_named_and_every_piece_is_bounded(
             others = sum(len(line) + 1 for line in kept if len(line) <= big_line)
             assert others <= step + stand_in + 1
     assert [p.at_file_start for p in pieces] == [True] + [False] * (len(pieces) - 1)
+    # a piece cut once full says the file may go on; the last one, cut by finish, does not
+    assert [p.continues for p in pieces] == [True] * fed + [False] * (len(pieces) - fed)
+
+
+def test_a_files_first_piece_ends_sooner_then_every_piece_is_full_size() -> None:
+    # 100 lines of 10 bytes fed a line at a time: the first piece ends once it holds 50 bytes
+    # (5 lines), every later one at 200 bytes (20 lines), the rest in the last: 5 + 4 x 20 + 15
+    splitter = LineSplitter(200, 1000, 100, first_piece_bytes=50)
+    line = b"x" * 9 + b"\n"
+    pieces = [piece for _ in range(100) for piece in splitter.feed(line)]
+    pieces += list(splitter.finish())
+    assert [p.data.count(b"\n") for p in pieces] == [5, 20, 20, 20, 20, 15]
+    assert [p.first_line for p in pieces] == [1, 6, 26, 46, 66, 86]
+    assert [p.continues for p in pieces] == [True] * 5 + [False]
+
+
+def test_a_piece_cut_once_full_is_handed_out_before_the_next_is_read() -> None:
+    # `coalesced` holds a small piece to join it with the next; a piece its file goes on after is
+    # handed out at once, so validation need not wait for a second piece to be read
+    pulled: list[int] = []
+
+    def pieces() -> Iterator[RawPiece]:
+        for number in range(3):
+            pulled.append(number)
+            text = json.dumps(RECORD | {"trace_id": f"t{number}"}).encode() + b"\n"
+            raw = jsonl_piece(text, "day.jsonl", 0, None, number + 1, number == 0)
+            yield replace(raw, continues=number < 2)
+
+    joined = coalesced(pieces(), max_rows=1000, max_bytes=2**20)
+    first = next(joined)
+    assert pulled == [0] and first.records.column("source_line").to_pylist() == [1]
+    rest = list(joined)
+    assert [p.records.column("source_line").to_pylist() for p in rest] == [[2], [3]]
+    # without the mark, small pieces of one kind are joined: the first waits for the next
+    pulled.clear()
+    plain = (replace(piece, continues=False) for piece in pieces())
+    assert [p.records.num_rows for p in coalesced(plain, 1000, 2**20)] == [3]
 
 
 def _newlines_gz(total: int) -> bytes:

@@ -279,6 +279,11 @@ def test_pieces_do_not_change_any_outcome(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(jsonl, "PIECE_BYTES", 300)  # a few lines a piece
     monkeypatch.setattr(sources, "ROWS_PER_PIECE", 7)
     assert _outcome(tmp_path) == whole
+    # read 64 bytes at a time: pieces of 300 bytes, the first file's first of 100 (a line)
+    monkeypatch.setattr(jsonl, "_READ_BYTES", 64)
+    monkeypatch.setattr(jsonl, "FIRST_PIECE_BYTES", 100)
+    monkeypatch.setattr(sources, "ROWS_PER_PIECE", 50)
+    assert _outcome(tmp_path) == whole
     ingest = whole[0]
     assert isinstance(ingest, ingestion.IngestCounts)
     assert ingest.read == ingest.valid + ingest.quarantined
