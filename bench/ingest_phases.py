@@ -36,7 +36,7 @@ from bench.generate import dataset
 TIMED = (
     ("GzipStream", "inflate", "(reader thread) inflate gzip"),
     ("jsonl", "jsonl_piece", "(reader thread) split lines into Arrow"),
-    ("ingestion", "stage_records", "validate (both lanes) + repeated ids"),
+    ("parallel_validation", "stage_records", "validate (both lanes) + repeated ids"),
     ("validation", "_plain_fields", "of which the plain lane's parse (pyarrow.json)"),
     ("validation", "_trace_records", "of which sql/stg_trace_records.sql over a lane's fields"),
     ("validation", "keep_first_occurrences", "of which repeated ids (keep_first_occurrences)"),
@@ -113,13 +113,14 @@ def waited_for_writer(module: ModuleType, seconds: Seconds) -> None:
 def measure(size: int, seed: int) -> list[str]:
     from retrieval_pipeline.ingest import jsonl
     from retrieval_pipeline.ingest.gzip import GzipStream
-    from retrieval_pipeline.warehouse import ingestion, validation
+    from retrieval_pipeline.warehouse import ingestion, parallel_validation, validation
     from retrieval_pipeline.warehouse.connection import connect, memory_limit
 
     modules: dict[str, ModuleType | type] = {
         "GzipStream": GzipStream,
         "jsonl": jsonl,
         "ingestion": ingestion,
+        "parallel_validation": parallel_validation,
         "validation": validation,
     }
     seconds: Seconds = defaultdict(float)
