@@ -46,7 +46,7 @@ class JsonlPiece:
     at_file_start: bool
     stream_error: str | None = None
     line_errors: Mapping[int, str] = field(default_factory=dict)
-    continues: bool = False  # the file goes on after it (`LinePiece.continues`)
+    continues: bool = False  # cut once full: the file may go on (`LinePiece.continues`)
 
 
 def _open(path: Path | Location) -> BinaryIO:

@@ -54,7 +54,7 @@ class LinePiece:
     first_line: int
     at_file_start: bool
     line_errors: dict[int, str] = field(default_factory=dict)
-    # the file goes on after it: a piece cut once full, not the last one
+    # cut once full (the file may go on after it), not the rest that `finish` hands out
     continues: bool = False
 
 

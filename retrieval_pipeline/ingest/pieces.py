@@ -48,8 +48,8 @@ class RawPiece:
     # records made from spans (ingest.span_pieces): their fields are the converter's, and a
     # quarantined span's text is the span itself, so no field is "unknown" there
     from_spans: bool = False
-    # its file goes on after it (a JSON-lines piece cut once full): `coalesced` hands it out at
-    # once rather than hold it to see whether the next piece joins it, which it would not
+    # a JSON-lines piece cut once full (its file may go on): `coalesced` hands it out at once
+    # rather than hold it to see whether the next piece joins it (a full one never does)
     continues: bool = False
 
 
