@@ -65,20 +65,26 @@ def _replicate(job: dict[str, Any]) -> dict[str, Any]:
     conn = _connect()
     out, copies, files = Path(job["out"]), int(job["copies"]), int(job["files"])
     shards = [Path(f) for f in job["shards"]]
-    params = {"copies": copies, "files": files}
+    renamed = "if(copy = 0, trace_id, trace_id || '~' || copy) as trace_id"
+    # each copy's files come after the copy before's: valid_ids carries the file order
+    selects = {
+        "traces": (f"* exclude (trace_id), {renamed}", {"copies": copies}),
+        "valid_ids": (
+            f"* exclude (trace_id, file_order), {renamed},"
+            " file_order + copy * $files as file_order",
+            {"copies": copies, "files": files},
+        ),
+        "query_metrics": (f"* exclude (trace_id), {renamed}", {"copies": copies}),
+    }
     for index, folder in enumerate(shards):
         target = out / f"s{index}"
         target.mkdir(parents=True)
-        for table in ("traces", "valid_ids", "query_metrics"):
-            columns = "* exclude (trace_id, file_order)" if table == "valid_ids" else None
-            order = ", file_order + copy * $files as file_order" if table == "valid_ids" else ""
-            select = columns or "* exclude (trace_id)"
+        for table, (select, params) in selects.items():
             source = f"read_parquet('{folder / table}.parquet')"  # bench paths, not user input
             conn.execute(
-                f"copy (select {select}, if(copy = 0, trace_id, trace_id || '~' || copy)"
-                f" as trace_id{order} from {source}, range($copies) as copies(copy))"
+                f"copy (select {select} from {source}, range($copies) as copies(copy))"
                 f" to '{target / table}.parquet' (format parquet)",
-                params if order else {"copies": copies},
+                params,
             )
     # shard 1 holds INJECTED of shard 0's first valid records again, in a file after every other
     first, second = out / "s0", out / "s1"
@@ -87,14 +93,13 @@ def _replicate(job: dict[str, Any]) -> dict[str, Any]:
         f".parquet') as a anti join read_parquet('{second}/valid_ids.parquet') as b"
         f" on a.trace_id = b.trace_id order by a.file_order, a.source_line limit {INJECTED}"
     )
-    last_order = files * copies
-    for table in ("traces", "valid_ids", "query_metrics"):
-        extra = f"{second / table}_injected.parquet"
-        order = f", {last_order} as file_order" if table == "valid_ids" else ""
-        columns = "* exclude (file_order)" if table == "valid_ids" else "*"
+    for table in selects:
+        columns = "* exclude (file_order), $last as file_order" if table == "valid_ids" else "*"
         conn.execute(
-            f"copy (select {columns}{order} from read_parquet('{first / table}.parquet')"
-            f" semi join injected using (trace_id)) to '{extra}' (format parquet)"
+            f"copy (select {columns} from read_parquet('{first / table}.parquet')"
+            f" semi join injected using (trace_id))"
+            f" to '{second / table}_injected.parquet' (format parquet)",
+            {"last": files * copies} if table == "valid_ids" else {},
         )
     ((injected,),) = conn.execute("select count(*) from injected").fetchall()
     return {"rows": _rows(conn, out), "injected": int(injected)}
@@ -247,16 +252,16 @@ with kept as (
     select trace_id, shard from (
         select v.trace_id, v.shard, row_number() over (
             partition by v.trace_id order by v.file_order, v.source_line) as occurrence
-        from read_parquet($valid_ids, filename = true) as v
+        from valid_ids as v
     ) where occurrence = 1
 ),
 traces as (
     select t.segment, t.variant, t.is_judged, t.trace_id, t.shard,
         coalesce(a.is_annotated, false) as is_annotated
-    from read_parquet($traces) as t
+    from trace_rows as t
     semi join kept on t.trace_id = kept.trace_id and t.shard = kept.shard
     left join (select trace_id, shard, bool_or(is_annotated) as is_annotated
-        from read_parquet($metrics) group by all) as a using (trace_id, shard)
+        from metric_rows group by all) as a using (trace_id, shard)
 ),
 counts as (
     select coalesce(segment, '{ALL}') as segment, variant, count(*) as traces,
@@ -265,7 +270,7 @@ counts as (
     from traces group by grouping sets ((segment, variant), (variant))
 ),
 values as (
-    select m.segment, m.variant, m.metric, m.value from read_parquet($metrics) as m
+    select m.segment, m.variant, m.metric, m.value from metric_rows as m
     semi join kept on m.trace_id = kept.trace_id and m.shard = kept.shard
     where m.is_annotated and m.value is not null
 ),
@@ -292,19 +297,18 @@ def _truth(job: dict[str, Any]) -> dict[str, Any]:
     conn = _connect()
     out = Path(job["out"]) / "day"
     shard_of = "cast(regexp_extract(filename, '/s([0-9]+)/', 1) as integer)"
-
-    def files(table: str) -> str:
-        return (
-            f"(select * exclude (shard, filename), {shard_of} as shard from read_parquet("
-            f"'{out}/*/{table}*.parquet', filename = true, hive_partitioning = false))"
+    # each row's shard from its folder (the injected rows carry shard 0's own column)
+    for view, table in (
+        ("valid_ids", "valid_ids"),
+        ("trace_rows", "traces"),
+        ("metric_rows", "query_metrics"),
+    ):
+        conn.execute(
+            f"create view {view} as select * exclude (shard, filename), {shard_of} as shard"
+            f" from read_parquet('{out}/*/{table}*.parquet', filename = true,"
+            f" hive_partitioning = false)"
         )
-
-    statement = (
-        TRUTH.replace("read_parquet($valid_ids, filename = true)", files("valid_ids"))
-        .replace("read_parquet($traces)", files("traces"))
-        .replace("read_parquet($metrics)", files("query_metrics"))
-    )
-    return {"rows": [list(r) for r in conn.execute(statement).fetchall()]}
+    return {"rows": [list(r) for r in conn.execute(TRUTH).fetchall()]}
 
 
 WORKERS = {
@@ -439,8 +443,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     (run,) = runs
     root = Path(ds["root"]) / "shards_runs" / f"shards{args.shards}" / "shards"
-    shard_folders = sorted(str(p) for p in root.glob("date=*/run=*/shard=*"))
-    shard_folders.sort(key=lambda f: int(f.rsplit("shard=", 1)[1].split("-")[0]))
+    shard_folders = sorted(
+        (str(p) for p in root.glob("date=*/run=*/shard=*")),
+        key=lambda f: int(f.rsplit("shard=", 1)[1].split("-")[0]),
+    )
     work = Path(ds["root"]) / "flat_merge"
     figures = [
         measure_size(size, base_size, shard_folders, args.shards, args.buckets, work, args.files)
