@@ -556,3 +556,11 @@ def test_pooled_summary_by_hand() -> None:
     assert pooled.sd == pytest.approx(math.sqrt(0.13))
     assert ArmSummary.pooled([ArmSummary.of([0.7])]) == ArmSummary(1, 0.7, None, 0.7, 0.7)
     assert ArmSummary.pooled([]) == ArmSummary(0)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "0.5", True, None])
+def test_a_threshold_that_is_not_a_finite_number_is_refused(value: object) -> None:
+    with pytest.raises(ValueError, match=r"threshold \*: MRR must be a number, got "):
+        ComparisonSettings(thresholds={"*": {"MRR": value}})  # type: ignore[dict-item]
+    kept = ComparisonSettings(thresholds={"*": {"MRR": 1}}).thresholds
+    assert kept == {"*": {"mrr": 1.0}}
