@@ -412,7 +412,7 @@ def table_lines(figures: list[dict[str, Any]], rows_merge: dict[str, Any]) -> li
         )
     lines += [
         "",
-        f"The rows-form merge of the 1M day in the same run (`merge_shards` and `merged_counts`,"
+        f"The rows-form merge of the 1M day in the same run (`merge_shards` with its counts,"
         f" {rows_merge['shards']} shards): {rows_merge['merge_s']:.2f} s,"
         f" peak {rows_merge['rss']:,.0f} MiB.",
     ]

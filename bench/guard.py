@@ -15,7 +15,7 @@ more on demand:
   for a day of typed columns;
 - `--merge`: the sharded day's merge, as `bench/shards.py` times it (`shards.checked_runs`:
   `--merge-shards` shard processes, default 2, on the day as 16 JSON-lines.gz files, then
-  `merge_shards`, `merged_counts` and the warehouse's close), in seconds (and per 1M traces) at
+  `merge_shards` with its counts and the warehouse's close), in seconds (and per 1M traces) at
   each of `--merge-sizes` (default 1000000); with two sizes or more, also the ratio of the
   largest size's merge seconds to the smallest's ("merge-flatness"). The target is a merge
   "independent of the trace count" (its time and memory depending on the segments, not the

@@ -17,7 +17,7 @@ without Dagster:
    `run_shard` as `shard_i_of_S` calls it (the configuration's metrics and gain, `share` = S up to
    the cores); the wall from the first one's start to the last one's end, and each one's wall
    and peak RSS (wait4, `common.run_process`);
-3. `shard_merge`'s work: `merge_shards` and `merged_counts` on that warehouse, then closing it
+3. `shard_merge`'s work: `merge_shards` (with its counts) on that warehouse, then closing it
    (DuckDB's checkpoint writes the merged day out, as when the op's connection closes).
 
 A step process of the multiprocess executor also holds Dagster and the definitions: their import
@@ -188,19 +188,16 @@ def _shard(job: dict[str, Any]) -> dict[str, Any]:
 def _merge(job: dict[str, Any]) -> dict[str, Any]:
     """`shard_merge`'s work: the merge and its counts, then the warehouse closed."""
     started = time.perf_counter()
-    from retrieval_pipeline.config import load_config
     from retrieval_pipeline.warehouse.connection import connect, duckdb_config
-    from retrieval_pipeline.warehouse.shards import merge_shards, merged_counts
+    from retrieval_pipeline.warehouse.shards import merge_shards
 
     import_s = time.perf_counter() - started
-    metric = load_config(job["config"]).metric_objects()[0]
     day = date.fromisoformat(job["day"])
     start = time.perf_counter()
     conn = connect(job["db"], duckdb_config())
     try:
         opened = time.perf_counter()
-        merged = merge_shards(conn, day, job["manifests"])
-        merged_counts(conn, day, metric)
+        merged = merge_shards(conn, day, job["manifests"])  # its counts included
         done = time.perf_counter()
     finally:
         conn.close()
@@ -489,7 +486,7 @@ def detail_lines(size: int, runs: list[Configuration]) -> list[str]:
             f"- {run.shards} shard(s), files per shard {run.files_per_shard}, DuckDB share "
             f"{run.shard_results[0]['share']}: `run_shard` {', '.join(f'{s:.1f}' for s in steps)}"
             f" s (imports {max(imports):.1f} s at most); merge: open {run.merge['open_s']:.2f} s, "
-            f"`merge_shards` + `merged_counts` {run.merge['merge_s']:.1f} s, close (checkpoint) "
+            f"`merge_shards` {run.merge['merge_s']:.1f} s, close (checkpoint) "
             f"{run.merge['close_s']:.1f} s, imports {run.merge['import_s']:.1f} s; the merge per "
             f"1M traces {run.merge['step_s'] * 1e6 / size:.1f} s; {merged['read']:,} read, "
             f"{merged['valid']:,} valid, {merged['repeated_across_shards']} repeated across "
@@ -601,8 +598,8 @@ def main(argv: list[str] | None = None) -> None:
             "",
             f"`python bench/shards.py {' '.join(argv)}`, started {started}; "
             f"{_engine_version()}. Each shard, the merge: a fresh process (wall time and peak "
-            "RSS from wait4); the merge's step is its connection, `merge_shards`, "
-            "`merged_counts` and the close.",
+            "RSS from wait4); the merge's step is its connection, `merge_shards` (with its "
+            "counts) and the close.",
             "",
             *table_lines(size, runs),
             "",

@@ -3,7 +3,8 @@
 Speed is never asserted here: `bench/run_all.py` and `bench/shards.py` measure it (see
 bench/README.md). This only proves the harness works, that every engine's means equal
 pytrec_eval's to 1e-9, that a day merged from 2 and 4 shard processes holds the 1-shard
-run's rows and means, and that the speed guard prints its rows and records them.
+run's rows and means (and its statements can be timed one by one), and that the speed guard
+prints its rows and records them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import flat_merge, guard, shards
+from bench import flat_merge, guard, merge_steps, shards
+from bench.common import REPO
 from bench.smoke import SMOKE_SIZE, run_smoke
 
 
@@ -32,6 +34,14 @@ def test_sharded_days_merge_to_the_one_shard_run(tmp_path: Path) -> None:
     assert all(run.max_abs_diff <= shards.EQUAL for run in runs)
     assert all(run.summary["counts"]["traces"] == SMOKE_SIZE for run in runs)
     assert all(p.peak_rss_mib > 0 for run in runs for p in [*run.shard_procs, run.merge_proc])
+    # the merge's statements, timed one by one, on the 2-shard run's outputs
+    merged = merge_steps.merge_once(REPO, merge_steps.default_outputs(SMOKE_SIZE, tmp_path))
+    assert merged["valid"] == SMOKE_SIZE
+    timed = merged["seconds"]
+    assert isinstance(timed, dict)
+    assert {"insert into query_metrics by name", "insert into labels by name"} <= {
+        " ".join(statement.split()[:5]) for statement in timed
+    }
 
 
 @pytest.mark.slow

@@ -28,7 +28,12 @@ from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
 from retrieval_pipeline.shards import MANIFEST, DayFile, filesystem
 from retrieval_pipeline.text import json_text
-from retrieval_pipeline.warehouse.connection import close_scratch, connect, duckdb_config
+from retrieval_pipeline.warehouse.connection import (
+    close_scratch,
+    connect,
+    duckdb_config,
+    strings_compressed,
+)
 from retrieval_pipeline.warehouse.corpus import load_needed_corpus
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.judgments import load_judgments
@@ -36,12 +41,7 @@ from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sources import NumberedFiles, raw_record_pieces
 from retrieval_pipeline.warehouse.sql import load_sql
-from retrieval_pipeline.warehouse.steps import (
-    LabelCounts,
-    MetricCounts,
-    build_labels,
-    compute_query_metrics,
-)
+from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
 from retrieval_pipeline.warehouse.validation import raw_records
 
 # The warehouse tables a shard writes, whole for its day.
@@ -70,6 +70,11 @@ class MergedDay:
     valid: int
     quarantined: int
     repeated_across_shards: int
+    # of the merged rows (the shards' counts less the repeated records'): the labels, the stale
+    # ones, and the valid traces that are annotated
+    labels: int
+    stale_labels: int
+    annotated: int
 
 
 def export_judgments(conn: duckdb.DuckDBPyConnection, root: str, run_id: str) -> str | None:
@@ -125,7 +130,7 @@ def run_shard(
             )
             corpus_load = load_needed_corpus(conn, corpus, day, day)
             labels = build_labels(conn, day, day, use_corpus=corpus_load.snapshot_has_documents)
-            compute_query_metrics(
+            scored = compute_query_metrics(
                 conn,
                 metrics,
                 day,
@@ -150,6 +155,7 @@ def run_shard(
         "quarantined": ingest.quarantined,
         "labels": labels.labels,
         "stale_labels": labels.stale,
+        "annotated": scored.annotated,
         "rows": rows,
     }
     with fs.open_output_stream(f"{base}/{MANIFEST}") as out:  # last: the shard is complete
@@ -258,12 +264,23 @@ def merge_shards(
             "create or replace temp table shard_repeated as "
             + load_sql("int_shard_repeated_trace_ids")
         )
+        ((repeated,),) = conn.execute("select count(*) from shard_repeated").fetchall()
+        left_out = [0, 0, 0]  # labels, stale labels, annotated traces of the repeated records
+        if repeated:
+            row = conn.execute(
+                load_sql("agg_shard_repeated_counts"),
+                {"label_files": files("labels"), "metric_files": files("query_metrics")},
+            ).fetchone()
+            assert row is not None  # one row of counts, always
+            left_out = [int(count) for count in row]
         texts = _repeated_texts(conn)
         with registered(conn, "shard_repeated_texts", texts), transaction(conn):
             for table in ROW_TABLES:
                 delete_partitions(conn, table, [day])
-            for table in ("traces", "labels", "query_metrics"):
+            for table in ("traces", "labels"):
                 insert(conn, table, "stg_shard_rows", {"files": files(table)})
+            with strings_compressed(conn):  # as the single process writes it (steps.py)
+                insert(conn, "query_metrics", "stg_shard_rows", {"files": files("query_metrics")})
             insert(
                 conn,
                 "quarantine",
@@ -271,11 +288,14 @@ def merge_shards(
                 {"day": day, "files": files("quarantine")},
             )
         _check_partials(conn, day, files("segment_partials"), files("query_metrics"))
-        ((repeated,),) = conn.execute("select count(*) from shard_repeated").fetchall()
     conn.execute("drop table shard_valid_ids")
     conn.execute("drop table shard_repeated")
-    read = sum(int(str(m["read"])) for m in manifests)
-    valid = sum(int(str(m["valid"])) for m in manifests) - int(repeated)
+    pairs = list(zip(folders, manifests, strict=True))
+    read, valid, labels, stale, annotated = (
+        sum(_count(folder, manifest, key) for folder, manifest in pairs)
+        for key in ("read", "valid", "labels", "stale_labels", "annotated")
+    )
+    valid -= int(repeated)
     shard_files = [m["files"] for m in manifests]
     return MergedDay(
         day=day,
@@ -286,7 +306,22 @@ def merge_shards(
         valid=valid,
         quarantined=read - valid,
         repeated_across_shards=int(repeated),
+        labels=labels - left_out[0],
+        stale_labels=stale - left_out[1],
+        annotated=annotated - left_out[2],
     )
+
+
+def _count(folder: str, manifest: dict[str, object], key: str) -> int:
+    """A count of a shard's manifest; `ShardOutputError` naming the shard when it has none (a
+    manifest written by an earlier release: run the day again)."""
+    value = manifest.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ShardOutputError(
+            f"{folder}: the shard manifest has no count {key!r} (written by an earlier release?);"
+            " run the day again"
+        )
+    return value
 
 
 def _repeated_texts(conn: duckdb.DuckDBPyConnection) -> pa.Table:
@@ -330,26 +365,3 @@ def _check_partials(
             f"{day.isoformat()}: the shards' partial aggregates do not add up to the merged rows"
             f" for {where}: a shard's output is incomplete or from another configuration"
         )
-
-
-def merged_counts(
-    conn: duckdb.DuckDBPyConnection, day: date, metric: Metric
-) -> tuple[LabelCounts, MetricCounts]:
-    """The labels and scored traces a merge left for `day`, counted as the single-process steps
-    count them (sql/agg_label_counts.sql, sql/agg_metric_counts.sql; `metric`: one of the day's)."""
-    params = {"start_date": day, "end_date": day}
-    ((labels, stale, with_stale),) = conn.execute(load_sql("agg_label_counts"), params).fetchall()
-    ((traces, annotated, no_relevant, by_judgments, empty),) = conn.execute(
-        load_sql("agg_metric_counts"), params | {"metric": metric.name}
-    ).fetchall()
-    return (
-        LabelCounts(int(labels), int(stale), int(with_stale)),
-        MetricCounts(
-            traces=int(traces),
-            annotated=int(annotated),
-            unannotated=int(traces) - int(annotated),
-            no_relevant=int(no_relevant),
-            by_judgments=int(by_judgments),
-            empty=int(empty),
-        ),
-    )

@@ -96,6 +96,17 @@ def _sharded(
             "select (select count(*) from traces), (select count(*) from quarantine)"
         ).fetchall()
     assert (merged.valid, merged.quarantined) == (valid, quarantined)
+    # the merge's counts (the manifests' less the repeated records') are the merged rows' counts
+    with duckdb.connect(str(database), read_only=True) as check:
+        ((labels, stale, annotated),) = check.execute(
+            "select (select count(*) from labels),"
+            " (select count(*) from labels where stale_reason is not null),"
+            " (select count(distinct trace_id) from query_metrics where is_annotated)"
+        ).fetchall()
+    assert (merged.labels, merged.stale_labels, merged.annotated) == (labels, stale, annotated)
+    if merged.repeated_across_shards:  # the repeated records' labels were taken off
+        assert sum(int(str(m["labels"])) for m in manifests) > merged.labels
+        assert sum(int(str(m["annotated"])) for m in manifests) > merged.annotated
     return database
 
 
@@ -182,6 +193,23 @@ def test_a_missing_shard_manifest_fails_the_merge(
     with pytest.raises(ShardOutputError, match="no readable shard manifest"):
         merge_shards(conn, DAY, [manifest])
     conn.close()
+
+
+def test_a_manifest_without_a_count_fails_the_merge_naming_it(
+    day: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """A shard manifest of an earlier release (no `annotated`): the merge names the count and
+    the shard, and says what to do, rather than report a day's counts without it."""
+    _store, files = day
+    folder = shard_folder(str(tmp_path / "shards"), DAY, "run-1", 0, 1)
+    manifest = run_shard(day_files(files), DAY, None, METRICS, "exponential", 1.0, folder, 0)
+    del manifest["annotated"]
+    (Path(folder) / "manifest.json").write_text(json.dumps(manifest))
+    conn = connect(tmp_path / "warehouse.duckdb")
+    with pytest.raises(ShardOutputError, match=r"no count 'annotated'.*run the day again") as error:
+        merge_shards(conn, DAY, [manifest])
+    conn.close()
+    assert folder in str(error.value)
 
 
 def test_shard_outputs_on_an_s3_server(

@@ -36,7 +36,6 @@ from retrieval_pipeline.warehouse.shards import (
     ShardOutputError,
     export_judgments,
     merge_shards,
-    merged_counts,
     run_shard,
 )
 
@@ -133,14 +132,10 @@ def merge_op(count: int) -> dg.OpDefinition:
     def shard_merge(
         context: dg.OpExecutionContext,
         warehouse: WarehouseResource,
-        settings: PipelineSettingsResource,
         **shards: dict[str, Any],
     ) -> Any:
         start, end = partition_days(context)
-        config = settings.load()
-        metric = config.metric_objects()[0]
         merged: list[MergedDay] = []
-        labels = stale = traces = annotated = 0
         with warehouse.get_connection() as conn:
             for day in gate.days_between(start, end):
                 manifests = [shards[f"shard_{i}"][day.isoformat()] for i in range(count)]
@@ -148,24 +143,16 @@ def merge_op(count: int) -> dg.OpDefinition:
                     merged.append(merge_shards(conn, day, manifests))
                 except ShardOutputError as exc:
                     raise dg.Failure(description=str(exc)) from exc
-                label_counts, metric_counts = merged_counts(conn, day, metric)
-                labels, stale = labels + label_counts.labels, stale + label_counts.stale
-                traces += metric_counts.traces
-                annotated += metric_counts.annotated
-        yield from _outputs(start, end, merged, labels, stale, traces, annotated)
+        yield from _outputs(start, end, merged)
 
     return shard_merge
 
 
-def _outputs(
-    start: date,
-    end: date,
-    merged: list[MergedDay],
-    labels: int,
-    stale: int,
-    traces: int,
-    annotated: int,
-) -> Any:
+def _outputs(start: date, end: date, merged: list[MergedDay]) -> Any:
+    """The three assets' materializations, with the counts the single-process assets report
+    (the merge's: the shards' counts less the records repeated across them)."""
+    labels, stale = sum(m.labels for m in merged), sum(m.stale_labels for m in merged)
+    traces, annotated = sum(m.valid for m in merged), sum(m.annotated for m in merged)
     read = sum(m.read for m in merged)
     quarantined = sum(m.quarantined for m in merged)
     repeated = sum(m.repeated_across_shards for m in merged)
