@@ -24,11 +24,12 @@ from typing import TypeAlias
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.resources_budget import validation_workers
-from retrieval_pipeline.warehouse.connection import cursor_like
+from retrieval_pipeline.warehouse.connection import ROW_GROUP_ROWS, cursor_like
 from retrieval_pipeline.warehouse.judgments import judged_queries
 from retrieval_pipeline.warehouse.parallel_validation import (
     create_seen_trace_ids,
@@ -101,8 +102,8 @@ def ingest_traces(
     workers = validation_workers(int(threads))
     try:
         with (
-            _piece_writer(conn, partition_date, dates) as write_piece,
-            _written_behind(conn, write_piece) as write,
+            _piece_writer(conn, partition_date, dates) as (write_piece, straight_in),
+            _written_behind(conn, write_piece, whole_row_groups=straight_in) as write,
             closing(
                 validated_pieces(
                     conn,
@@ -162,21 +163,33 @@ PieceWriter: TypeAlias = Callable[[duckdb.DuckDBPyConnection, int], None]
 
 @contextmanager
 def _written_behind(
-    conn: duckdb.DuckDBPyConnection, write_piece: PieceWriter
+    conn: duckdb.DuckDBPyConnection, write_piece: PieceWriter, whole_row_groups: bool
 ) -> Iterator[Callable[[pa.Table, int], None]]:
     """`write(staged, number)`: piece `number` stored by `write_piece` in a second thread, on a
     cursor of its own, while the caller validates the next one; the thread's CPU otherwise sat
     idle during the single-threaded parts of validation (bench/README.md). One piece at a time,
     in order; a failed write raises at the next piece or at the end, and nothing is left running
-    when the block exits, so an undo never meets a write."""
+    when the block exits, so an undo never meets a write.
+
+    With `whole_row_groups` (a piece inserted straight into `traces`) each write stores whole
+    row groups of valid traces (`RowGroupAligner`): the valid rows past the last whole one wait
+    for the next piece, and the rest is stored as the last piece when the block ends."""
     writer = cursor_like(conn)
     in_flight: list[Future[None]] = []
+    ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
+    aligner = RowGroupAligner(ROW_GROUP_ROWS, int(threads)) if whole_row_groups else None
+    last = -1
 
-    def store(staged: pa.Table, number: int) -> None:
-        with registered(writer, "stg_trace_records", staged):
+    def store(staged: pa.Table | None, number: int) -> None:
+        rows = staged if aligner is None else aligner.rows_to_store(staged)
+        if rows is None or rows.num_rows == 0:
+            return
+        with registered(writer, "stg_trace_records", rows):
             write_piece(writer, number)
 
-    def write(staged: pa.Table, number: int) -> None:
+    def write(staged: pa.Table | None, number: int) -> None:
+        nonlocal last
+        last = number
         if in_flight:
             in_flight.pop().result()
         in_flight.append(pool.submit(store, staged, number))
@@ -185,6 +198,8 @@ def _written_behind(
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="write-behind") as pool:
             try:
                 yield write
+                if aligner is not None:
+                    write(None, last + 1)  # the valid rows still waiting
                 if in_flight:
                     in_flight.pop().result()
             finally:
@@ -193,10 +208,65 @@ def _written_behind(
         writer.close()
 
 
+class RowGroupAligner:
+    """The rows of each piece to insert straight into `traces`, so that every insert but the
+    last writes whole row groups.
+
+    DuckDB writes an insert's rows to the file as it goes, a row group at a time, and its last,
+    part-filled row group with them; the next insert starts a new one. At the next checkpoint it
+    merges the part-filled row groups with their neighbours, reading and writing them again: at
+    1M traces that merge was the most of the ingestion's final commit (bench/README.md). Here
+    each insert holds a whole number of row groups of valid rows, in as many record batches as
+    DuckDB has threads (each batch a whole number of row groups: each thread writes whole ones);
+    the valid rows past them wait for the next piece (fewer than a row group: memory stays a
+    piece's), quarantined rows go with the piece they came in."""
+
+    def __init__(self, row_group_rows: int, threads: int) -> None:
+        self.row_group_rows = row_group_rows
+        self.threads = max(threads, 1)
+        self.waiting: pa.Table | None = None
+
+    def rows_to_store(self, staged: pa.Table | None) -> pa.Table | None:
+        """The rows to insert now: whole row groups of the valid rows waiting and those of
+        `staged`, then `staged`'s quarantined rows; None: `staged` added all it had to the rows
+        waiting. `staged` None: every row still waiting (the end of the ingestion)."""
+        if staged is None:
+            rest, self.waiting = self.waiting, None
+            return rest
+        reasons = staged.column("reason")
+        quarantined = None
+        valid = staged
+        if reasons.null_count < staged.num_rows:
+            is_valid = pc.is_null(reasons)
+            valid, quarantined = staged.filter(is_valid), staged.filter(pc.invert(is_valid))
+        if self.waiting is not None:
+            valid = pa.concat_tables([self.waiting, valid], promote_options="permissive")
+        whole = valid.num_rows // self.row_group_rows * self.row_group_rows
+        # copied: a slice would hold the whole piece until the next one
+        self.waiting = valid.slice(whole).combine_chunks() if whole < valid.num_rows else None
+        now = valid.slice(0, whole)
+        if quarantined is not None and quarantined.num_rows:
+            now = pa.concat_tables([now, quarantined], promote_options="permissive")
+        return self._in_whole_batches(now, whole)
+
+    def _in_whole_batches(self, rows: pa.Table, valid: int) -> pa.Table:
+        """`rows` in up to one record batch per thread, each of whole row groups of its first
+        `valid` rows (the quarantined rows after them in the last batch)."""
+        groups = valid // self.row_group_rows
+        per_batch = max(-(-groups // self.threads), 1) * self.row_group_rows
+        combined = rows.combine_chunks()
+        batches, start = [], 0
+        while start < rows.num_rows:
+            end = start + per_batch if start + per_batch < valid else rows.num_rows
+            batches.extend(combined.slice(start, end - start).to_batches())
+            start = end
+        return pa.Table.from_batches(batches, combined.schema)
+
+
 @contextmanager
 def _piece_writer(
     conn: duckdb.DuckDBPyConnection, partition_date: date | None, dates: set[date]
-) -> Iterator[PieceWriter]:
+) -> Iterator[tuple[PieceWriter, bool]]:
     """How an ingestion stores a piece.
 
     Where nothing is stored yet (`partition_date` holds no rows; without one, both tables are
@@ -205,12 +275,13 @@ def _piece_writer(
     rows are removed by the next `connection.prepare`. Else the day's old rows stay until the new
     ones are complete: pieces are staged as Parquet files, outside any transaction (inside one
     DuckDB keeps every Arrow piece it inserted until the commit, so its memory would grow with the
-    day), and one short transaction replaces the dates in `dates` from them at the end."""
+    day), and one short transaction replaces the dates in `dates` from them at the end.
+    Yields the writer, and whether it inserts straight into the tables."""
     if not _holds_rows(conn, partition_date):
         with transaction(conn):
             conn.execute("insert into pending_ingestions values ($date)", {"date": partition_date})
         try:
-            yield lambda cursor, number: _insert_piece(cursor)
+            yield (lambda cursor, number: _insert_piece(cursor)), True
         except BaseException:
             # a connection that cannot undo it now (it broke) leaves it to the next one
             with suppress(duckdb.Error):
@@ -225,7 +296,7 @@ def _piece_writer(
             for table, path in _write_piece(cursor, staging, number).items():
                 staged_files[table].append(path)
 
-        yield stage
+        yield stage, False
         _replace_from_staging(conn, sorted(dates), staged_files)
 
 

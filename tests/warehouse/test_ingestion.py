@@ -398,6 +398,7 @@ def test_a_piece_that_cannot_be_written_fails_the_ingestion_and_keeps_the_day(
     write_lines(folder / "a.jsonl", [json.dumps(good(f"t{i}")) for i in range(6)])
     monkeypatch.setattr(jsonl, "PIECE_BYTES", 1)  # a line a piece
     monkeypatch.setattr(jsonl, "_READ_BYTES", 1)
+    monkeypatch.setattr(ingestion, "ROW_GROUP_ROWS", 1)  # straight in: each piece written
     name = "_write_piece" if stored_before else "_insert_piece"
     write_piece = getattr(ingestion, name)
     threads: list[str] = []
@@ -425,6 +426,7 @@ def _ingest_then_die(database: str, folder: str, day: date) -> None:
 
     default_signals()  # a spawned process: no preexec_fn, so it resets them itself
     jsonl.PIECE_BYTES = jsonl._READ_BYTES = 1
+    ingestion.ROW_GROUP_ROWS = 1  # each piece written as it comes
     pieces = 0
     insert_piece = ingestion._insert_piece
 
