@@ -103,7 +103,11 @@ def ingest_traces(
     try:
         with (
             _piece_writer(conn, partition_date, dates) as (write_piece, straight_in),
-            _written_behind(conn, write_piece, whole_row_groups=straight_in) as write,
+            _written_behind(
+                conn,
+                write_piece,
+                RowGroupAligner(ROW_GROUP_ROWS, int(threads)) if straight_in else None,
+            ) as write,
             closing(
                 validated_pieces(
                     conn,
@@ -163,7 +167,9 @@ PieceWriter: TypeAlias = Callable[[duckdb.DuckDBPyConnection, int], None]
 
 @contextmanager
 def _written_behind(
-    conn: duckdb.DuckDBPyConnection, write_piece: PieceWriter, whole_row_groups: bool
+    conn: duckdb.DuckDBPyConnection,
+    write_piece: PieceWriter,
+    aligner: RowGroupAligner | None,
 ) -> Iterator[Callable[[pa.Table, int], None]]:
     """`write(staged, number)`: piece `number` stored by `write_piece` in a second thread, on a
     cursor of its own, while the caller validates the next one; the thread's CPU otherwise sat
@@ -171,13 +177,11 @@ def _written_behind(
     in order; a failed write raises at the next piece or at the end, and nothing is left running
     when the block exits, so an undo never meets a write.
 
-    With `whole_row_groups` (a piece inserted straight into `traces`) each write stores whole
-    row groups of valid traces (`RowGroupAligner`): the valid rows past the last whole one wait
-    for the next piece, and the rest is stored as the last piece when the block ends."""
+    With an `aligner` (a piece inserted straight into `traces`) each write stores whole row
+    groups of valid traces (`RowGroupAligner`): the valid rows past the last whole one wait for
+    the next piece, and the rest is stored as the last piece when the block ends."""
     writer = cursor_like(conn)
     in_flight: list[Future[None]] = []
-    ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
-    aligner = RowGroupAligner(ROW_GROUP_ROWS, int(threads)) if whole_row_groups else None
     last = -1
 
     def store(staged: pa.Table | None, number: int) -> None:
