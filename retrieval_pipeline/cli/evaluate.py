@@ -1,6 +1,7 @@
 """`retrieval-pipeline evaluate`: score trace files and print what happened to every record.
 
-The warehouse (DuckDB, pandas) is imported when the command runs, not when the CLI starts."""
+The warehouse (DuckDB) is imported when the command runs, not when the CLI starts; pandas only
+where the output needs it (pandas_deferred)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from retrieval_pipeline.cli.options import (
     relevance_level_option,
 )
 from retrieval_pipeline.metrics import DEFAULT_GMAX
+from retrieval_pipeline.pandas_deferred import defer_pandas
 from retrieval_pipeline.text import json_text
 
 if TYPE_CHECKING:
@@ -144,6 +146,7 @@ def evaluate(
     (--trec-run)."""
     if bool(traces) == bool(trec_run):
         raise click.UsageError("give trace files (TRACES) or --trec-run RUN, one of the two")
+    defer_pandas()  # loaded only where the output needs it: a CSV or JSON lines file, --by
     by = parse_by(by_text)
     check_outputs({"--output": output, "--quarantine": quarantine})
     from retrieval_pipeline.metrics import (
@@ -231,7 +234,7 @@ def evaluate(
         )
     problems = run.judgment_join.problems() if run.judgment_join is not None else []
     if output is not None:
-        write_table(run.per_query, output)
+        write_table(run.rows, output)
     dropped = run_input.dropped_words() if run_input is not None else None
     if dropped is not None:  # on stderr: standard output may be trec_eval's lines
         click.echo(dropped, err=True)
@@ -471,8 +474,8 @@ def summary_text(
     left_out = ingest.quarantined + run.judgments.quarantined  # records, then judgment lines
     if left_out:
         lines += ["", quarantine_header(left_out, quarantine)]
-        for row in run.quarantine.head(SHOWN).itertuples():
-            lines.append(f"  {row.source_file}:{row.source_line}: {row.reason}")
+        for row in run.quarantined.slice(0, SHOWN).to_pylist():
+            lines.append(f"  {row['source_file']}:{row['source_line']}: {row['reason']}")
     if run.corpus.rejected:
         lines += [
             "",

@@ -7,6 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from retrieval_pipeline.pandas_deferred import numbers
+
 
 def _item_keys(items: pa.Array) -> np.ndarray:
     """A 32-bit key per string of `items`, from its length and its last 8 bytes: equal strings
@@ -143,8 +145,7 @@ def keep_first_occurrences(staged: pa.Table, keep_retrieved_ids: bool = True) ->
 
 def _list_lengths(lists: pa.ChunkedArray) -> np.ndarray:
     """Each list's length, 0 for a null one."""
-    lengths = pc.list_value_length(lists).fill_null(0).to_numpy()
-    return lengths.astype(np.int64)
+    return numbers(pc.list_value_length(lists)).astype(np.int64)
 
 
 def _without_items(
@@ -180,8 +181,8 @@ def _close_up_ranks(
     items = labels.values
     fields = list(items.type)
     children = dict(zip([f.name for f in fields], items.flatten(), strict=True))
-    ranks = children["rank"].fill_null(0).to_numpy(zero_copy_only=False).copy()
-    label_offsets = labels.offsets.to_numpy()
+    ranks = numbers(children["rank"]).copy()
+    label_offsets = numbers(labels.offsets)
     for row in rows:
         of_row = ranks[label_offsets[row] : label_offsets[row + 1]]  # a view: set in place
         retrieved = of_row > 0

@@ -10,10 +10,13 @@ OWASP advice); numbers are written as they are. Parquet and JSON lines keep ever
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:  # loaded where a CSV or JSON lines file is written (pandas_deferred)
+    import pandas as pd
 
 # What a spreadsheet reads as the start of a formula.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -29,6 +32,8 @@ def csv_safe(value: object) -> object:
 
 def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with every text cell made `csv_safe` (numbers untouched)."""
+    import pandas as pd
+
     safe = frame.copy()
     for column in safe.columns:
         if not pd.api.types.is_numeric_dtype(safe[column]):
@@ -36,13 +41,16 @@ def _csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return safe
 
 
-def write_table(frame: pd.DataFrame, path: Path) -> None:
-    """Write `frame` as Parquet, CSV or JSON lines, chosen by the file's extension."""
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write `table` as Parquet, CSV or JSON lines, chosen by the file's extension; pandas writes
+    the text formats, and is loaded only for them."""
     suffix = output_format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".parquet":
-        frame.to_parquet(path, index=False)
-    elif suffix == ".csv":
+        pq.write_table(table, path)
+        return
+    frame = table.to_pandas()
+    if suffix == ".csv":
         _csv_frame(frame).to_csv(path, index=False)
     else:
         frame.to_json(path, orient="records", lines=True, force_ascii=False)
@@ -69,6 +77,8 @@ def write_batches(batches: pa.RecordBatchReader, path: Path) -> int:
                 frame.to_json(out, orient="records", lines=True, force_ascii=False)
             rows += batch.num_rows
         if suffix == ".csv" and rows == 0:
+            import pandas as pd
+
             pd.DataFrame(columns=batches.schema.names).to_csv(out, index=False)
     return rows
 

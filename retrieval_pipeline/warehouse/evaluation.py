@@ -9,11 +9,12 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
-import pandas as pd
+import numpy as np
 import pyarrow as pa
 
 from retrieval_pipeline.ingest.filesystems import S3Settings
@@ -32,6 +33,7 @@ from retrieval_pipeline.metrics import (
     with_coverage,
     with_residuals,
 )
+from retrieval_pipeline.pandas_deferred import numbers
 from retrieval_pipeline.records import STAGE_RETRIEVER
 from retrieval_pipeline.reports.judgment_join import JudgmentJoin
 from retrieval_pipeline.reports.per_query import write_batches
@@ -56,6 +58,8 @@ from retrieval_pipeline.warehouse.steps import (
 )
 
 if TYPE_CHECKING:  # the configuration's models load only where a mapping is given
+    import pandas as pd
+
     from retrieval_pipeline.config import PhoenixConfig, TraceFormatConfig
     from retrieval_pipeline.ingest.phoenix_labels import LabelTally
 
@@ -63,19 +67,23 @@ if TYPE_CHECKING:  # the configuration's models load only where a mapping is giv
 @dataclass(frozen=True)
 class EvaluationRun:
     """The per-trace table, the quarantined records (all of them, or the first
-    `quarantine_rows`: see `run_evaluation`) and every count a user is told."""
+    `quarantine_rows`: see `run_evaluation`) and every count a user is told.
+
+    The tables are Arrow (`rows`, `quarantined`, `judged_values`), so that a command that writes
+    Parquet never loads pandas (pandas_deferred); `per_query`, `quarantine` and `judged` are the
+    same as pandas objects, made at first use."""
 
     metrics: tuple[Metric, ...]
-    per_query: pd.DataFrame
-    quarantine: pd.DataFrame
+    rows: pa.Table
+    quarantined: pa.Table
     ingest: IngestCounts
     labels: LabelCounts
     traces: MetricCounts
     corpus: CorpusLoad  # no documents, nothing rejected without a corpus
-    # the list-level coverage: judged@K of each trace (aligned with per_query, NaN when
+    # the list-level coverage: judged@K of each trace (aligned with rows, null when
     # unannotated), reported beside the annotation coverage whether or not it was asked for
     judged_metric: str = ""
-    judged: pd.Series | None = None
+    judged_values: pa.ChunkedArray | None = None
     judged_only: bool = False
     judgments: JudgmentsLoad = field(default_factory=JudgmentsLoad.none)
     judged_queries: JudgedQueries = field(default_factory=lambda: JudgedQueries(0, 0, 0))
@@ -84,26 +92,44 @@ class EvaluationRun:
     # what a Phoenix day's document annotations gave as labels (None: not a Phoenix day)
     phoenix_labels: LabelTally | None = None
 
+    @cached_property
+    def per_query(self) -> pd.DataFrame:
+        """`rows` as a DataFrame: one row per valid trace, one column per metric (NaN: none)."""
+        return self.rows.to_pandas()
+
+    @cached_property
+    def quarantine(self) -> pd.DataFrame:
+        """`quarantined` as a DataFrame."""
+        return self.quarantined.to_pandas()
+
+    @cached_property
+    def judged(self) -> pd.Series | None:
+        """`judged_values` as a Series aligned with `per_query` (NaN when unannotated)."""
+        if self.judged_values is None:
+            return None
+        return self.judged_values.to_pandas().astype("float64")
+
     @property
     def judged_share(self) -> float | None:
         """Mean judged@K over the annotated traces (None when none is annotated)."""
-        values = self.judged.dropna() if self.judged is not None else None
-        return float(values.mean()) if values is not None and len(values) else None
+        return None if self.judged_values is None else _mean(self.judged_values)[0]
 
     def means(self) -> dict[str, float | None]:
         """Mean of each metric over its values (None when it has none)."""
-        out: dict[str, float | None] = {}
-        for metric in self.metrics:
-            column = self.per_query[metric.name].dropna()
-            out[metric.name] = float(column.mean()) if len(column) else None
-        return out
+        return {m.name: _mean(self.rows.column(m.name))[0] for m in self.metrics}
 
     def means_over(self) -> dict[str, int]:
         """How many values each mean of `means` is taken over: the annotated traces with a value
         of the metric. A mean is never told over traces whose values are missing."""
-        return {
-            metric.name: int(self.per_query[metric.name].notna().sum()) for metric in self.metrics
-        }
+        return {m.name: _mean(self.rows.column(m.name))[1] for m in self.metrics}
+
+
+def _mean(column: pa.ChunkedArray) -> tuple[float | None, int]:
+    """The mean of `column`'s values, null and NaN left out (None when none is left), and their
+    count: pandas' `dropna().mean()`, summed as numpy sums, so the figures are the same."""
+    values = numbers(column.cast(pa.float64()), fill=np.nan)
+    kept = values[~np.isnan(values)]
+    return (float(kept.mean()) if len(kept) else None), len(kept)
 
 
 def run_evaluation(
@@ -168,7 +194,7 @@ def run_evaluation(
             if tally is not None:
                 run = replace(run, phoenix_labels=tally)
             if left_out_lines is not None and left_out_lines.num_rows:
-                run = replace(run, quarantine=_lines_first(left_out_lines, run.quarantine))
+                run = replace(run, quarantined=_lines_first(left_out_lines, run.quarantined))
             if quarantine_file is not None:
                 batches = _quarantine_batches(conn, bool(judgments), left_out_lines)
                 write_batches(batches, quarantine_file)
@@ -180,7 +206,7 @@ def run_evaluation(
                 judgments=judged,
                 judged_queries=judged_query_counts(conn, start, end),
                 judgment_join=judgment_join(conn),
-                quarantine=_with_judgment_rejects(conn, run.quarantine, quarantine_rows),
+                quarantined=_with_judgment_rejects(conn, run.quarantined, quarantine_rows),
             )
         finally:
             close_scratch(conn)
@@ -211,13 +237,14 @@ def _evaluate_in(
     )
     wide = query_metrics_wide(conn, scored, start, end)
     judged_metric = coverage_metric(metrics).name
-    judged = wide[judged_metric].astype("float64")
+    judged = wide.column(judged_metric)
     # the coverage column stays out of the per-trace table unless it was asked for
     per_query = (
-        wide if judged_metric in {m.name for m in metrics} else wide.drop(columns=[judged_metric])
+        wide if judged_metric in {m.name for m in metrics} else wide.drop_columns([judged_metric])
     )
     shown = {"max_rows": _EVERY_ROW if quarantine_rows is None else quarantine_rows}
-    quarantine = conn.execute(load_sql("rpt_quarantined_records"), shown).df()
+    conn.complete()
+    quarantine = conn.sql(load_sql("rpt_quarantined_records"), params=shown).to_arrow_table()
     return EvaluationRun(
         metrics,
         per_query,
@@ -227,7 +254,7 @@ def _evaluate_in(
         counts,
         corpus_load,
         judged_metric=judged_metric,
-        judged=judged,
+        judged_values=judged,
         judged_only=judged_only,
     )
 
@@ -247,15 +274,16 @@ _EVERY_ROW = 2**62
 
 
 def _with_judgment_rejects(
-    conn: duckdb.DuckDBPyConnection, quarantine: pd.DataFrame, max_rows: int | None
-) -> pd.DataFrame:
+    conn: duckdb.DuckDBPyConnection, quarantine: pa.Table, max_rows: int | None
+) -> pa.Table:
     """The quarantined records followed by the judgment lines that could not be read (no
     trace_id), at most `max_rows` in all, so that the quarantine holds every line left out."""
-    room = _EVERY_ROW if max_rows is None else max(max_rows - len(quarantine), 0)
-    rejects = conn.execute(load_sql("rpt_judgment_rejects"), {"max_rows": room}).df()
-    if rejects.empty:
+    room = _EVERY_ROW if max_rows is None else max(max_rows - quarantine.num_rows, 0)
+    conn.complete()  # DuckDB 2.0: no new query while an earlier execute() has unread rows
+    table = conn.sql(load_sql("rpt_judgment_rejects"), params={"max_rows": room}).to_arrow_table()
+    if table.num_rows == 0:
         return quarantine
-    return pd.concat([quarantine, rejects], ignore_index=True) if len(quarantine) else rejects
+    return pa.concat_tables([quarantine, table.cast(quarantine.schema)])
 
 
 def _as_quarantined_records(lines: pa.Table) -> pa.Table:
@@ -263,10 +291,10 @@ def _as_quarantined_records(lines: pa.Table) -> pa.Table:
     return lines.add_column(2, "trace_id", pa.nulls(lines.num_rows, pa.string()))
 
 
-def _lines_first(lines: pa.Table, quarantine: pd.DataFrame) -> pd.DataFrame:
+def _lines_first(lines: pa.Table, quarantine: pa.Table) -> pa.Table:
     """The quarantine shown in a summary, `lines` first (all of them: they are few, read whole)."""
-    shaped = _as_quarantined_records(lines).to_pandas()
-    return pd.concat([shaped, quarantine], ignore_index=True) if len(quarantine) else shaped
+    shaped = _as_quarantined_records(lines).cast(quarantine.schema)
+    return pa.concat_tables([shaped, quarantine])
 
 
 def _quarantine_batches(

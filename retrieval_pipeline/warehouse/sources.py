@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeGuard, cast
 
 import duckdb
-import pandas as pd
 import pyarrow as pa
 
 from retrieval_pipeline import environment
@@ -33,6 +32,8 @@ from retrieval_pipeline.warehouse.connection import set_time_zone
 from retrieval_pipeline.warehouse.validation import RowsOfFile, rows_as_raw, rows_of_files_as_raw
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from retrieval_pipeline.ingest.phoenix import PhoenixDay
 
 
@@ -61,6 +62,13 @@ def _is_phoenix_day(source: object) -> TypeGuard[PhoenixDay]:
     return phoenix is not None and isinstance(source, phoenix.PhoenixDay)
 
 
+def _is_data_frame(source: object) -> TypeGuard[pd.DataFrame]:
+    """Whether `source` is a pandas DataFrame: none can be while pandas is not loaded, so the
+    check imports nothing (pandas_deferred)."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(source, pandas.DataFrame)
+
+
 def raw_record_pieces(
     conn: duckdb.DuckDBPyConnection, source: TraceSource, spans: SpanReading | None = None
 ) -> tuple[int, Iterator[RawPiece]]:
@@ -68,9 +76,11 @@ def raw_record_pieces(
     line (or row), a piece at a time, in file then line order. Span exports and Phoenix spans
     become records as `spans` says (default: OpenInference names, the retriever stage)."""
     spans = spans or SpanReading()
-    if spans.stage != STAGE_RETRIEVER and isinstance(source, pd.DataFrame | pa.Table | DayBatches):
+    if spans.stage != STAGE_RETRIEVER and (
+        _is_data_frame(source) or isinstance(source, pa.Table | DayBatches)
+    ):
         return 1, iter(())  # trace records are first-stage rankings: no reranker stage in them
-    if isinstance(source, pd.DataFrame):
+    if _is_data_frame(source):
         return 1, _frame_pieces(source)
     if isinstance(source, pa.Table):
         return 1, _table_pieces(conn, source)

@@ -10,7 +10,6 @@ from datetime import date
 from typing import Self
 
 import duckdb
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -115,9 +114,10 @@ def compute_query_metrics(
 
 def query_metrics_wide(
     conn: duckdb.DuckDBPyConnection, metrics: Sequence[Metric], start: date, end: date
-) -> pd.DataFrame:
+) -> pa.Table:
     """One row per trace: trace_id, query_id, segment, variant, n_retrieved, n_relevant,
-    n_stale_labels, then one column per metric (canonical names), null when unannotated."""
+    n_stale_labels, then one column per metric (canonical names), null when unannotated; an
+    Arrow table, so that `evaluate` writing Parquet never loads pandas (pandas_deferred)."""
     columns = [
         "trace_id",
         "query_id",
@@ -131,10 +131,8 @@ def query_metrics_wide(
     params = {"start_date": start, "end_date": end, "metric_names": names}
     conn.complete()  # DuckDB 2.0: no new query while an earlier execute() has unread rows
     table = conn.sql(load_sql("rpt_query_metrics"), params=params).to_arrow_table()
-    if table.num_rows == 0:
-        return pd.DataFrame(columns=columns + names)
     values = table.column("metric_values")
     wide = {column: table.column(column) for column in columns}
     for i, name in enumerate(names):
-        wide[name] = pc.list_element(values, i).cast(pa.float64())
-    return pa.table(wide).to_pandas()
+        wide[name] = pc.list_element(values, pa.scalar(i, pa.int64())).cast(pa.float64())
+    return pa.Table.from_arrays(list(wide.values()), names=list(wide))

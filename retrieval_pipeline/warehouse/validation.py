@@ -42,6 +42,7 @@ from retrieval_pipeline.ingest.pieces import (
     numbered_rows,
 )
 from retrieval_pipeline.ingest.screen import keep_first_occurrences
+from retrieval_pipeline.pandas_deferred import numbers
 from retrieval_pipeline.warehouse.judgments import with_judged_labels
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -295,10 +296,10 @@ def _as_plain_records(conn: duckdb.DuckDBPyConnection, fields: pa.Table) -> Iter
 def record_keys(table: pa.Table) -> np.ndarray:
     """Each record's place in the ingestion: its file's order (0 when not given), then its line
     (or row)."""
-    lines = table.column("source_line").to_numpy().astype(np.int64)
+    lines = numbers(table.column("source_line")).astype(np.int64)
     if "file_order" not in table.column_names:
         return lines
-    return (table.column("file_order").to_numpy().astype(np.int64) << 40) | lines
+    return (numbers(table.column("file_order")).astype(np.int64) << 40) | lines
 
 
 def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:

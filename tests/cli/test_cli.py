@@ -195,12 +195,14 @@ def test_a_full_disk_fails_in_one_line(traces: Path, monkeypatch: pytest.MonkeyP
     assert 'Could not write file "/tmp/duckdb/spill.tmp": No space left' in line
 
 
-# What `evaluate` on trace records must not load: Dagster (the CLI never does), scipy (only a
+# What `evaluate` on trace records must not load: Dagster (the CLI never does), pandas (only a
+# CSV or JSON lines output, `--by` or a statistical test needs it: pandas_deferred), scipy (only a
 # statistical test needs it: `--stages`, `compare`), the configuration's models (pydantic: only a
 # config file needs them), the readers of spans, Phoenix, judgments and TREC runs (only where
 # such an input is given), and the other commands' modules.
 NOT_FOR_EVALUATE = (
     "dagster",
+    "pandas",
     "scipy",
     "scipy.stats",
     "pydantic",
@@ -220,14 +222,15 @@ NOT_FOR_EVALUATE = (
 )
 
 
-def test_evaluate_imports_only_what_it_uses(traces: Path, tmp_path: Path) -> None:
+def _modules_of_evaluate(traces: Path, output: Path) -> set[str]:
+    """The modules a process running `evaluate TRACES --output OUTPUT` has loaded at its end."""
     probe = (
         "import sys, json; from retrieval_pipeline.cli import main; "
         "main(['evaluate', sys.argv[1], '--output', sys.argv[2]], standalone_mode=False); "
         "print(json.dumps(sorted(sys.modules)))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe, str(traces), str(tmp_path / "per_query.parquet")],
+        [sys.executable, "-c", probe, str(traces), str(output)],
         check=True,
         capture_output=True,
         text=True,
@@ -236,7 +239,25 @@ def test_evaluate_imports_only_what_it_uses(traces: Path, tmp_path: Path) -> Non
     ).stdout
     loaded = set(json.loads(out.strip().splitlines()[-1]))
     assert "retrieval_pipeline.warehouse.evaluation" in loaded  # the probe did run evaluate
+    return loaded
+
+
+def test_evaluate_imports_only_what_it_uses(traces: Path, tmp_path: Path) -> None:
+    loaded = _modules_of_evaluate(traces, tmp_path / "per_query.parquet")
     assert sorted(loaded & set(NOT_FOR_EVALUATE)) == []
+
+
+def test_a_csv_output_loads_pandas_and_holds_the_parquet_rows(traces: Path, tmp_path: Path) -> None:
+    """pandas writes the text formats: loaded after the scoring, it is known to pyarrow again
+    (pandas_deferred), and the file holds the values the Parquet file holds."""
+    loaded = _modules_of_evaluate(traces, tmp_path / "per_query.csv")
+    assert "pandas" in loaded
+    _modules_of_evaluate(traces, tmp_path / "per_query.parquet")
+    parquet = pd.read_parquet(tmp_path / "per_query.parquet")
+    text = pd.read_csv(tmp_path / "per_query.csv", keep_default_na=False, na_values=[""])
+    assert list(text.columns) == list(parquet.columns)
+    assert list(text.trace_id) == ["a", "b", "c"]
+    pd.testing.assert_frame_equal(text, parquet, check_dtype=False)
 
 
 def test_stages_load_scipy_only_when_asked(traces: Path) -> None:

@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -66,9 +67,16 @@ def test_a_mean_is_told_over_the_values_it_holds(tmp_path: Path) -> None:
     assert run.means() == {"mrr": pytest.approx((1 + 1 / 2 + 1 / 2) / 3)}
     per_query = run.per_query.copy()
     per_query.loc[per_query["trace_id"] == "t3", "mrr"] = float("nan")
-    holed = replace(run, per_query=per_query)
+    holed = replace(run, rows=pa.Table.from_pandas(per_query, preserve_index=False))
+    assert holed.rows.column("mrr").null_count == 1  # pandas' NaN is Arrow's null
     assert holed.means() == {"mrr": pytest.approx((1 + 1 / 2) / 2)}
     assert holed.means_over() == {"mrr": 2}
+    # a NaN kept as NaN (not null) is left out of the mean all the same
+    column = run.rows.column_names.index("mrr")
+    nan = pa.array([1.0, 0.5, float("nan")], pa.float64(), from_pandas=False)
+    assert (nan.null_count, holed.rows.column("trace_id").to_pylist()) == (0, ["t1", "t2", "t3"])
+    with_nan = replace(run, rows=run.rows.set_column(column, "mrr", nan))
+    assert (with_nan.means(), with_nan.means_over()) == (holed.means(), holed.means_over())
     text = summary_text(holed)
     assert (
         f"mrr                 {0.75:.4f}  2 annotated traces (1 more annotated without a value: "

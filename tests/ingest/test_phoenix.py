@@ -231,7 +231,7 @@ def test_the_nightly_pipeline_scores_a_day_from_phoenix(
 
     metrics = parse_metrics(list(DEFAULT_METRICS))
     with connect(database) as conn:
-        stored = query_metrics_wide(conn, metrics, DAY, DAY)
+        stored = query_metrics_wide(conn, metrics, DAY, DAY).to_pandas()
     records = tmp_path / "day.jsonl"
     records.write_text("\n".join(json.dumps(r) for r in day) + "\n", encoding="utf-8")
     expected = run_evaluation([records], metrics).per_query
