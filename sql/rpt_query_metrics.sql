@@ -1,7 +1,8 @@
 -- The per-trace table of `evaluate`: one row per trace, in input order, with the trace's counts and
 -- its metric values as a list aligned with $metric_names (null where a metric is absent), which
--- engine.query_metrics_wide splits into columns. Parameters: $start_date, $end_date,
--- $metric_names.
+-- warehouse.steps.query_metrics_wide splits into columns. A trace's values are looked up by their metric's
+-- place in its list of metrics: a MAP built per trace cost twice the statement. Parameters:
+-- $start_date, $end_date, $metric_names.
 
 with
 
@@ -34,7 +35,8 @@ per_trace as (
         query_metrics.partition_date,
         query_metrics.trace_id,
         any_value(query_metrics.n_relevant) as n_relevant,
-        map(list(query_metrics.metric), list(query_metrics.value)) as by_metric
+        list(query_metrics.metric) as metrics,
+        list(query_metrics.value) as metric_values
     from query_metrics
     where query_metrics.partition_date between $start_date and $end_date
     group by query_metrics.partition_date, query_metrics.trace_id
@@ -50,7 +52,8 @@ final as (
         per_trace.n_relevant,
         coalesce(stale_counts.n_stale_labels, 0) as n_stale_labels,
         list_transform(
-            $metric_names::varchar[], lambda name: per_trace.by_metric[name]
+            $metric_names::varchar[],
+            lambda name: per_trace.metric_values[list_position(per_trace.metrics, name)]
         ) as metric_values
     from per_trace
     inner join trace_rows as traces
