@@ -1,8 +1,9 @@
 -- The per-trace table of `evaluate`: one row per trace, in input order, with the trace's counts and
 -- its metric values as a list aligned with $metric_names (null where a metric is absent), which
--- warehouse.steps.query_metrics_wide splits into columns. A trace's values are looked up by their metric's
--- place in its list of metrics: a MAP built per trace cost twice the statement. Parameters:
--- $start_date, $end_date, $metric_names.
+-- warehouse.steps.query_metrics_wide splits into columns. A trace's values are gathered with
+-- their metrics' places in $metric_names (small integers, cheaper to gather than the names), then
+-- looked up by place: a MAP built per trace cost twice the statement. Parameters: $start_date,
+-- $end_date, $metric_names.
 
 with
 
@@ -35,7 +36,7 @@ per_trace as (
         query_metrics.partition_date,
         query_metrics.trace_id,
         any_value(query_metrics.n_relevant) as n_relevant,
-        list(query_metrics.metric) as metrics,
+        list(list_position($metric_names::varchar[], query_metrics.metric)::smallint) as places,
         list(query_metrics.value) as metric_values
     from query_metrics
     where query_metrics.partition_date between $start_date and $end_date
@@ -53,7 +54,9 @@ final as (
         coalesce(stale_counts.n_stale_labels, 0) as n_stale_labels,
         list_transform(
             $metric_names::varchar[],
-            lambda name: per_trace.metric_values[list_position(per_trace.metrics, name)]
+            lambda name, place: per_trace.metric_values[
+                list_position(per_trace.places, place::smallint)
+            ]
         ) as metric_values
     from per_trace
     inner join trace_rows as traces
