@@ -42,46 +42,43 @@ def defer_pandas() -> bool:
     if PANDAS in sys.modules:
         return False
     shim = getattr(pa.lib, "_pandas_api", None)
-    if shim is None or any(isinstance(f, _TellPyarrow) for f in sys.meta_path):
+    if shim is None or any(isinstance(f, _PandasFinder) for f in sys.meta_path):
         return False
-    blocked = _NoPandas()
-    sys.meta_path.insert(0, blocked)
+    finder = _PandasFinder(shim)
+    sys.meta_path.insert(0, finder)
     try:
         found = shim.have_pandas  # the shim's first look, once per process: none found
     finally:
-        sys.meta_path.remove(blocked)
+        finder.blocking = False
     if found:  # it had looked before (pandas imported and unloaded): nothing to defer
-        return False
-    sys.meta_path.insert(0, _TellPyarrow(shim))
-    return True
+        finder.done = True
+    return not found
 
 
-class _NoPandas(MetaPathFinder):
-    """An import of pandas fails while this finder is first (pyarrow catches it)."""
-
-    def find_spec(
-        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if name == PANDAS:
-            raise ModuleNotFoundError(f"No module named {PANDAS!r} (deferred)", name=PANDAS)
-        return None
-
-
-class _TellPyarrow(MetaPathFinder):
-    """Finds pandas as the finders after it do, with a loader that tells pyarrow's shim once
-    pandas has loaded; it leaves `sys.meta_path` at the first import of pandas."""
+class _PandasFinder(MetaPathFinder):
+    """First on `sys.meta_path`, for good (it is never removed: a finder taken out of the list
+    while another thread walks it would make that thread skip the next one). While `blocking`,
+    an import of pandas fails (pyarrow's first look catches it). Then, at the first import of
+    pandas, it finds pandas as the finders after it do, with a loader that tells pyarrow's shim
+    once pandas has loaded; after that it finds nothing."""
 
     def __init__(self, shim: Any) -> None:
         self.shim = shim
+        self.blocking = True
+        self.done = False
 
     def find_spec(
         self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if name != PANDAS:
+        if name != PANDAS or self.done:
             return None
-        sys.meta_path.remove(self)
+        if self.blocking:
+            raise ModuleNotFoundError(f"No module named {PANDAS!r} (deferred)", name=PANDAS)
+        self.done = True
         for finder in sys.meta_path:
-            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
             if spec is not None:
                 if spec.loader is not None:
                     spec.loader = _ThenTell(spec.loader, self.shim)
@@ -112,6 +109,8 @@ def numbers(values: pa.Array | pa.ChunkedArray, fill: float = 0) -> np.ndarray:
     """An Arrow array of integers or floats as a read-only numpy array over its own buffer (one
     copy where it has several chunks), a null as `fill`. `to_numpy()` would run pyarrow's pandas
     conversion, which imports pandas."""
+    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+        raise TypeError(f"numbers() takes integers or floats, not {values.type}")
     if isinstance(values, pa.ChunkedArray):
         values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
     dtype = np.dtype(values.type.to_pandas_dtype())

@@ -66,14 +66,29 @@ def test_pandas_imported_later_is_known_to_pyarrow() -> None:
         "print(pa.array(pd.Series([1.0, float('nan')])).null_count)\n"
         "print(pa.Table.from_pandas(pd.DataFrame({'c': [1, 2]})).num_rows)\n"
         "print(type(pd.__loader__).__name__, type(pd.__spec__.loader).__name__)\n"
-        "print(any('pandas_deferred' in type(f).__module__ for f in sys.meta_path))\n"
+        "print([f.done for f in sys.meta_path if 'pandas_deferred' in type(f).__module__])\n"
     )
-    assert out.split() == ["True", "1", "2", "SourceFileLoader", "SourceFileLoader", "False"]
+    assert out.split() == ["True", "1", "2", "SourceFileLoader", "SourceFileLoader", "[True]"]
+
+
+def test_a_second_deferral_does_nothing_and_pandas_still_loads() -> None:
+    out = _run(
+        "from retrieval_pipeline.pandas_deferred import defer_pandas\n"
+        "print(defer_pandas(), defer_pandas())\n"
+        "import pandas\n"
+        "print(pandas.DataFrame({'a': [1]}).shape)\n"
+    )
+    assert out.split() == ["True", "False", "(1,", "1)"]
 
 
 def test_nothing_is_deferred_where_pandas_is_loaded() -> None:
     assert "pandas" in sys.modules  # the test process has it
     assert defer_pandas() is False
+
+
+def test_numbers_refuse_what_is_not_a_number() -> None:
+    with pytest.raises(TypeError, match="integers or floats, not bool"):
+        numbers(pa.array([True, False], pa.bool_()))
 
 
 @pytest.mark.parametrize(

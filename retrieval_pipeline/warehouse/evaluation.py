@@ -107,7 +107,7 @@ class EvaluationRun:
         """`judged_values` as a Series aligned with `per_query` (NaN when unannotated)."""
         if self.judged_values is None:
             return None
-        return self.judged_values.to_pandas().astype("float64")
+        return self.judged_values.to_pandas().astype("float64").rename(self.judged_metric)
 
     @property
     def judged_share(self) -> float | None:
