@@ -116,12 +116,17 @@ class EvaluationRun:
 
     def means(self) -> dict[str, float | None]:
         """Mean of each metric over its values (None when it has none)."""
-        return {m.name: _mean(self.rows.column(m.name))[0] for m in self.metrics}
+        return {name: mean for name, (mean, _) in self._metric_means.items()}
 
     def means_over(self) -> dict[str, int]:
         """How many values each mean of `means` is taken over: the annotated traces with a value
         of the metric. A mean is never told over traces whose values are missing."""
-        return {m.name: _mean(self.rows.column(m.name))[1] for m in self.metrics}
+        return {name: count for name, (_, count) in self._metric_means.items()}
+
+    @cached_property
+    def _metric_means(self) -> dict[str, tuple[float | None, int]]:
+        """Each metric's mean and the count of values it is taken over (`_mean`), once."""
+        return {m.name: _mean(self.rows.column(m.name)) for m in self.metrics}
 
 
 def _mean(column: pa.ChunkedArray) -> tuple[float | None, int]:
@@ -286,15 +291,14 @@ def _with_judgment_rejects(
     return pa.concat_tables([quarantine, table.cast(quarantine.schema)])
 
 
-def _as_quarantined_records(lines: pa.Table) -> pa.Table:
-    """Lines left out (QUARANTINE_SCHEMA) shaped as quarantined records: no trace_id."""
-    return lines.add_column(2, "trace_id", pa.nulls(lines.num_rows, pa.string()))
+def _as_quarantined_records(lines: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Lines left out (QUARANTINE_SCHEMA) as quarantined records of `schema`: no trace_id."""
+    return lines.add_column(2, "trace_id", pa.nulls(lines.num_rows, pa.string())).cast(schema)
 
 
 def _lines_first(lines: pa.Table, quarantine: pa.Table) -> pa.Table:
     """The quarantine shown in a summary, `lines` first (all of them: they are few, read whole)."""
-    shaped = _as_quarantined_records(lines).cast(quarantine.schema)
-    return pa.concat_tables([shaped, quarantine])
+    return pa.concat_tables([_as_quarantined_records(lines, quarantine.schema), quarantine])
 
 
 def _quarantine_batches(
@@ -310,7 +314,7 @@ def _quarantine_batches(
 
     def batches() -> Iterator[pa.RecordBatch]:
         if lines is not None and lines.num_rows:
-            yield from _as_quarantined_records(lines).cast(schema).to_batches()
+            yield from _as_quarantined_records(lines, schema).to_batches()
         yield from first
         if with_judgments:
             rejects = conn.sql(load_sql("rpt_judgment_rejects"), params=every)
