@@ -1,14 +1,15 @@
 -- The plain lane of validation: a piece of plain records as typed fields, the same rows as
 -- sql/stg_trace_fields.sql gives for them (tests hold the two equal), without parsing each record
--- as JSON again: a JSON-lines piece is typed in one parse of each record, and Parquet or Arrow
--- rows of these types need no parse at all.
+-- as JSON again: pyarrow's parse of a JSON-lines piece took three quarters of that lane's time
+-- (0.48 s against 0.65 s for 55k traces of 100 ids), and Parquet or Arrow rows of these types
+-- need no parse at all.
 --
 -- Input: `plain_records` (source_file, file_order, source_line, raw_record, and trace_id,
 -- query_id, timestamp, retrieved_ids, relevant_ids, segment, variant, label_source typed as
--- ingest.lanes.PLAIN_FIELDS: ids and lists of ids as strings; scores_json, relevance_scores as
--- JSON text, null when absent or null), one row per record: the fields of a JSON-lines piece
--- whose every line is one JSON object of those types (sql/stg_plain_fields_from_lines.sql), or
--- the fields of Parquet or Arrow rows whose columns have those types (validation._typed_fields).
+-- engine.PLAIN_FIELDS: ids and lists of ids as strings; scores_json, relevance_scores as JSON
+-- text, null when absent or null), one row per record: pyarrow's strict JSON reader's fields of a
+-- JSON-lines piece whose every line is one JSON object (sql/stg_plain_scores_from_lines.sql), or
+-- the fields of Parquet or Arrow rows whose columns have those types (engine._typed_fields).
 -- Output: one row per record, every one valid. A record that the JSON lane would quarantine (a
 -- missing or empty field, an unparsable timestamp, a null or empty id, a grade that is not a
 -- number from 0 to max_grade(), a document graded twice) raises the error 'not a plain piece',

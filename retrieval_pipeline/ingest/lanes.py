@@ -2,9 +2,8 @@
 types hold them as the plain lane reads them.
 
 Validation has two lanes that give the same rows (warehouse.validation): the plain lane reads
-records already typed (a JSON-lines piece by one typed parse of each record, once every record is
-known to have these types; a Parquet file by its own columns), the JSON lane reads any record and
-names what is wrong with it. These are the plain lane's rules;
+records already typed (by pyarrow's strict JSON reader, or by a Parquet file's own columns), the
+JSON lane reads any record and names what is wrong with it. These are the plain lane's rules;
 the statements that apply them run in the warehouse.
 """
 
@@ -12,10 +11,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-# The fields of a plain record, typed: ids and the timestamp as strings, lists of ids as lists of
-# strings. A JSON-lines record of any other JSON type there (an integer id included) goes to the
-# JSON lane (sql/agg_record_fields.sql says which); relevance_scores is read as JSON text beside
-# them (scores_json, sql/stg_plain_trace_fields.sql).
+# The fields of a plain record as pyarrow's JSON reader types them. It refuses a value of another
+# JSON type (an integer id included) and a field given twice; relevance_scores, a map, which it
+# cannot type, is read by DuckDB (sql/stg_plain_trace_fields.sql).
 PLAIN_FIELDS = pa.schema(
     [
         ("trace_id", pa.string()),

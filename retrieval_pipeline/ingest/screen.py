@@ -47,11 +47,10 @@ def _windows(data: np.ndarray) -> np.ndarray:
 # commonest are screened in one sort keyed by row.
 _SCREENED_LENGTHS = 8
 
-# Rows screened at once: their keys and temporaries (under 1 MB at 100 ids a list) stay in the
-# CPU's cache and in memory the allocator reuses. A whole 64 MiB piece at once was slower, the
-# kernel handing out fresh pages for each temporary, and so were 8,192 rows (DuckDB's batches),
-# twice as slow as 1,024 (bench/README.md).
-_SCREENED_ROWS = 1_024
+# Rows screened at once: their keys and temporaries (a few MB at 100 ids a list) stay in the CPU's
+# cache and in memory the allocator reuses. A whole 64 MiB piece at once was slower, the kernel
+# handing out fresh pages for each temporary (bench/README.md).
+_SCREENED_ROWS = 8_192
 
 
 def _lists_that_may_repeat(ids: pa.ChunkedArray) -> np.ndarray:

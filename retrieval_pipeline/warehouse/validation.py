@@ -2,10 +2,10 @@
 sql/stg_trace_records.sql, valid traces and quarantined records with their reasons.
 
 Two lanes give the same rows (tests/warehouse/test_validation_lanes.py): the plain lane reads
-fields already typed (a JSON-lines piece in one typed parse of each record, sql/
-stg_plain_fields_from_lines.sql, or Parquet and Arrow columns of the plain types, `ingest.lanes`),
-the JSON lane (sql/stg_trace_fields.sql) reads any record and names what is wrong with it.
-Repeated retrieved ids are then dropped (`ingest.screen.keep_first_occurrences`).
+fields already typed (a JSON-lines piece typed by pyarrow's strict JSON reader, or Parquet and
+Arrow columns of the plain types, `ingest.lanes`), the JSON lane (sql/stg_trace_fields.sql) reads
+any record and names what is wrong with it. Repeated retrieved ids are then dropped
+(`ingest.screen.keep_first_occurrences`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TypeAlias
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.json as pj
 
 from retrieval_pipeline.ingest.files import RECORD_FIELDS, REQUIRED_FIELDS
 from retrieval_pipeline.ingest.lanes import (
@@ -219,10 +220,10 @@ def stage_records(
     is plainly valid, else from the JSON lane (sql/stg_trace_fields.sql), which reads any record
     and names what is wrong with it: both give the same rows for a plain piece."""
     with raw_records(conn, piece):
-        plain_text, unknown = _record_fields(conn, piece)
+        one_object_per_line, unknown = _record_fields(conn, piece)
         if unknown_fields is not None:
             unknown_fields.update(unknown)
-        staged = _plain_lane(conn, piece, partition_date, plain_text)
+        staged = _plain_lane(conn, piece, partition_date, one_object_per_line)
         if staged is None:
             staged = _trace_records(conn, "stg_trace_fields", partition_date)
         assert staged is not None
@@ -232,10 +233,10 @@ def stage_records(
 
 
 def _record_fields(conn: duckdb.DuckDBPyConnection, piece: RawPiece) -> tuple[bool, Counter[str]]:
-    """Whether every record of the piece (registered as `raw_records`) is one JSON object of the
-    plain lane's types, and how many records carry each field a trace record does not have: from
-    the columns of Parquet or Arrow rows (their JSON text is not written for this), else from the
-    one parse of the records' text in sql/agg_record_fields.sql."""
+    """Whether every record of the piece (registered as `raw_records`) is one JSON object, and
+    how many records carry each field a trace record does not have: from the columns of Parquet
+    or Arrow rows (their JSON text is not written for this), else from the one parse of the
+    records' text in sql/agg_record_fields.sql."""
     if piece.records.num_rows == 0 or piece.from_spans:
         return False, Counter()
     if piece.rows is not None:
@@ -245,23 +246,22 @@ def _record_fields(conn: duckdb.DuckDBPyConnection, piece: RawPiece) -> tuple[bo
         return False, Counter({name: n for name, n in counts.items() if n})
     row = conn.execute(load_sql("agg_record_fields"), {"known": list(RECORD_FIELDS)}).fetchone()
     assert row is not None
-    one_object_per_line, plain_types, unknown = row
-    return bool(one_object_per_line and plain_types), Counter(unknown or {})
+    return bool(row[0]), Counter(row[1] or {})
 
 
 def _plain_lane(
     conn: duckdb.DuckDBPyConnection,
     piece: RawPiece,
     partition_date: date | None,
-    plain_text: bool,
+    one_object_per_line: bool,
 ) -> pa.Table | None:
     """The plain lane's rows of the piece (registered as `raw_records`); None when a record is
     not plain.
 
-    The lists of retrieved ids are those of the typed fields (`_plain_fields`), attached to the
-    statement's rows here: the statement reads them (labels' ranks, checks) but does not hand them
-    back, which spares DuckDB copying every id into its Arrow result again (bench/README.md)."""
-    plain = _plain_fields(conn, piece, plain_text)
+    The lists of retrieved ids are pyarrow's, attached to the statement's rows here: the
+    statement reads them (labels' ranks, checks) but does not hand them back, which spares
+    DuckDB copying every id into its Arrow result, a large share of its time (bench/README.md)."""
+    plain = _plain_fields(piece, one_object_per_line)
     if plain is None:
         return None
     with _as_plain_records(conn, plain):
@@ -275,10 +275,22 @@ def _plain_lane(
 
 @contextmanager
 def _as_plain_records(conn: duckdb.DuckDBPyConnection, fields: pa.Table) -> Iterator[None]:
-    """`fields` (`_plain_fields`: the typed fields with scores_json, and each record's file, line
-    and text) as the `plain_records` that sql/stg_plain_trace_fields.sql reads."""
-    with registered(conn, "plain_records", fields):
-        yield
+    """`fields` (`_plain_fields`) as the `plain_records` that sql/stg_plain_trace_fields.sql
+    reads: typed rows have their grades as text already, a JSON-lines piece's are taken from its
+    lines (sql/stg_plain_scores_from_lines.sql)."""
+    if "scores_json" in fields.column_names:
+        with registered(conn, "plain_records", fields):
+            yield
+        return
+    with registered(conn, "parsed_records", fields):
+        conn.execute(
+            "create or replace temp view plain_records as "
+            + load_sql("stg_plain_scores_from_lines")
+        )
+        try:
+            yield
+        finally:
+            conn.execute("drop view plain_records")
 
 
 def record_keys(table: pa.Table) -> np.ndarray:
@@ -308,30 +320,39 @@ def _with_column_of(staged: pa.Table, fields: pa.Table, name: str) -> pa.Table:
     return staged.append_column(name, fields.column(name))
 
 
-def _plain_fields(
-    conn: duckdb.DuckDBPyConnection, piece: RawPiece, plain_text: bool
-) -> pa.Table | None:
+def _plain_fields(piece: RawPiece, one_object_per_line: bool) -> pa.Table | None:
     """The piece's records (registered as `raw_records`) as the plain lane's typed fields, with
     their file, line and text: the typed rows' own (`_typed_fields`), or a JSON-lines piece's
-    records typed in one parse each (sql/stg_plain_fields_from_lines.sql); None when the records
-    are neither typed rows nor, as `plain_text` says (`_record_fields`), one JSON object per line
-    of the plain lane's types."""
+    text typed by pyarrow's strict JSON reader; None when the records are neither typed rows nor
+    one JSON object per line of the types in PLAIN_FIELDS."""
     if piece.records.num_rows == 0:
         return None
     if piece.typed is not None:
         return _in_scan_batches(_with_raw_columns(piece.typed, piece.records))
-    if piece.jsonl is None or not plain_text:
+    if piece.jsonl is None:
         return None
-    conn.complete()
-    typed = conn.sql(load_sql("stg_plain_fields_from_lines")).to_arrow_table()
-    records = piece.records
-    if not np.array_equal(record_keys(typed), record_keys(records)):
-        # DuckDB keeps a projection's rows in their order; should it not, they are put back
-        order = np.argsort(record_keys(typed), kind="stable")
-        typed = typed.take(pa.array(order))
-        assert np.array_equal(record_keys(typed), record_keys(records))
-    typed = typed.drop_columns(["file_order", "source_line"])
-    return _in_scan_batches(_with_raw_columns(typed, records))
+    # pyarrow's reader crashes on a JSON null between records, and reads two objects on one line
+    # as two records: it is given only lines that are each one JSON object (`_record_fields`)
+    if not one_object_per_line:
+        return None
+    try:
+        typed = pj.read_json(
+            pa.BufferReader(piece.jsonl),
+            read_options=pj.ReadOptions(use_threads=len(piece.jsonl) > _JSON_BLOCK_BYTES),
+            parse_options=pj.ParseOptions(
+                explicit_schema=PLAIN_FIELDS, unexpected_field_behavior="ignore"
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    if typed.num_rows != piece.records.num_rows:
+        return None
+    return _in_scan_batches(_with_raw_columns(typed, piece.records))
+
+
+# pyarrow's JSON reader parses blocks of this size (its default) in parallel: a piece of one block
+# is read on the calling thread, which spares a few hundred traces the start of its thread pool.
+_JSON_BLOCK_BYTES = pj.ReadOptions().block_size
 
 
 def _with_raw_columns(fields: pa.Table, records: pa.Table) -> pa.Table:
