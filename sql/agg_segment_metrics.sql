@@ -23,107 +23,39 @@
 
 with
 
-annotated_traces as (
-    select distinct
-        partition_date,
-        trace_id
-    from query_metrics
-    where
-        partition_date between $start_date and $end_date
-        and is_annotated
-),
-
-scoped_traces as (
-    select
-        traces.partition_date,
-        traces.segment,
-        traces.variant,
-        annotated_traces.trace_id is not null as is_annotated,
-        -- annotated without labels of its own: by the judgments (warehouse.judgments)
-        annotated_traces.trace_id is not null and not traces.is_judged as by_judgments
-    from traces
-    left join annotated_traces
-        on
-            traces.partition_date = annotated_traces.partition_date
-            and traces.trace_id = annotated_traces.trace_id
-    where traces.partition_date between $start_date and $end_date
-),
-
-trace_counts as (
+-- the statistics of the partitions' traces and values (sql/agg_segment_statistics.sql, or the
+-- shards' pooled by the merge); a NaN value makes the mean and the deviation NaN, as a mean over
+-- the values themselves would be
+statistics as (
     select
         partition_date,
-        variant,
-        if(grouping(segment) = 1, $overall_segment, segment) as segment,
-        count(*) as traces,
-        count(*) filter (where is_annotated) as annotated_traces,
-        count(*) filter (where by_judgments) as judged_traces
-    from scoped_traces
-    group by grouping sets ((partition_date, segment, variant), (partition_date, variant))
-),
-
-day_metrics as (
-    select distinct
-        partition_date,
-        metric
-    from query_metrics
-    where partition_date between $start_date and $end_date
-),
-
-metric_stats as (
-    select
-        partition_date,
+        segment,
         variant,
         metric,
-        if(grouping(segment) = 1, $overall_segment, segment) as segment,
-        count(value) as n,
-        avg(value) as mean,
-        stddev_samp(value) as sd
-    from query_metrics
-    where
-        partition_date between $start_date and $end_date
-        and is_annotated
-        and value is not null
-    group by grouping sets (
-        (partition_date, segment, variant, metric), (partition_date, variant, metric)
-    )
-),
-
-grid as (
-    select
-        trace_counts.partition_date,
-        trace_counts.segment,
-        trace_counts.variant,
-        trace_counts.traces,
-        trace_counts.annotated_traces,
-        trace_counts.judged_traces,
-        day_metrics.metric
-    from trace_counts
-    inner join day_metrics on trace_counts.partition_date = day_metrics.partition_date
+        traces,
+        annotated_traces,
+        judged_traces,
+        n_values + not_a_number as n,
+        if(not_a_number > 0, 'NaN'::double, mean) as mean,
+        if(not_a_number > 0, 'NaN'::double, sd) as sd
+    from segment_statistics
+    where partition_date between $start_date and $end_date
 ),
 
 with_thresholds as (
     select
-        grid.*,
-        metric_stats.mean,
-        metric_stats.sd,
-        coalesce(metric_stats.n, 0) as n,
+        statistics.*,
         coalesce(segment_rule.threshold, default_rule.threshold) as threshold,
         coalesce(segment_rule.min_annotated, default_rule.min_annotated, 0) as min_annotated
-    from grid
-    left join metric_stats
-        on
-            grid.partition_date = metric_stats.partition_date
-            and grid.segment = metric_stats.segment
-            and grid.variant = metric_stats.variant
-            and grid.metric = metric_stats.metric
+    from statistics
     left join metric_thresholds as segment_rule
         on
-            grid.segment = segment_rule.segment
-            and grid.metric = segment_rule.metric
+            statistics.segment = segment_rule.segment
+            and statistics.metric = segment_rule.metric
     left join metric_thresholds as default_rule
         on
             default_rule.segment is null
-            and grid.metric = default_rule.metric
+            and statistics.metric = default_rule.metric
 ),
 
 interval_means as (

@@ -89,6 +89,26 @@ create table if not exists query_metrics (
     value double                        -- null for an unannotated trace
 );
 
+-- The sufficient statistics of each partition's segment_metrics (sql/agg_segment_statistics.sql):
+-- per segment (and overall, segment '__all__') and variant, for each metric, the traces and the
+-- annotated values' count, mean and standard deviation; a sharded day's are the shards' pooled
+-- (sql/agg_shard_segment_statistics.sql), kept until the day is written again; those computed
+-- from the rows are computed again whenever segment_metrics reads the partition.
+create table if not exists segment_statistics (
+    partition_date date not null,
+    segment varchar not null,
+    variant varchar not null,
+    metric varchar not null,
+    traces bigint not null,
+    annotated_traces bigint not null,
+    judged_traces bigint not null,      -- annotated by the judgments (no labels of their own)
+    n_values bigint not null,           -- annotated values that are numbers
+    mean double,                        -- of those; null when there are none
+    sd double,                          -- their sample standard deviation; null under two
+    not_a_number bigint not null,       -- annotated values that are NaN, in none of the above
+    shards integer not null             -- 0: from the partition's rows; else the shards pooled
+);
+
 -- A column added since a warehouse may have been written (segment_metrics and regression_report
 -- are created on first use, from sql/agg_segment_metrics.sql and sql/rpt_regression.sql): the
 -- annotated traces labelled by the judgments.

@@ -18,9 +18,9 @@ import pandas as pd
 
 from retrieval_pipeline.config import PipelineConfig, thresholds_frame
 from retrieval_pipeline.intervals import Z_95
-from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sql import load_sql
+from retrieval_pipeline.warehouse.steps import build_segment_statistics
 
 # Tables this module owns -> the statement that fills them. Table names are identifiers checked
 # against this mapping, never values; every value is bound as a parameter.
@@ -92,13 +92,11 @@ def _checked(table: str) -> str:
 def build_segment_metrics(
     conn: duckdb.DuckDBPyConnection, config: PipelineConfig, start: date, end: date
 ) -> pd.DataFrame:
-    """Rebuild `segment_metrics` for partitions start..end (inclusive) and return its rows."""
-    params: dict[str, object] = {
-        "start_date": start,
-        "end_date": end,
-        "overall_segment": OVERALL_SEGMENT,
-        "z": Z_95,
-    }
+    """Rebuild `segment_metrics` for partitions start..end (inclusive) and return its rows: from
+    `segment_statistics`, built first from the `query_metrics` rows of any partition without
+    them (a sharded day's come pooled from its shards)."""
+    build_segment_statistics(conn, start, end)
+    params: dict[str, object] = {"start_date": start, "end_date": end, "z": Z_95}
     with registered(conn, "metric_thresholds", thresholds_frame(config)):
         _replace(conn, "segment_metrics", start, end, params)
     return read_segment_metrics(conn, start, end)

@@ -20,6 +20,7 @@ PARTITIONED_TABLES = (
     "query_metrics",
     "label_agreement",
     "stage_query_metrics",
+    "segment_statistics",
 )
 # Every partition date a record can carry (years 0001..9999), as an inclusive range.
 ALL_DATES = (date(1, 1, 1), date(9999, 12, 31))

@@ -3,10 +3,12 @@
 A shard (`run_shard`) validates, labels and scores its files with the same functions and SQL as
 the nightly's single process, in a scratch DuckDB file of its own (never the warehouse: DuckDB
 allows one writer per file), and writes the warehouse's rows of its files as Parquet, with its
-valid trace ids and its partial aggregates, manifest last. The merge (`merge_shards`) quarantines
-the valid records whose trace_id another shard holds earlier, as one process would, and replaces
-the day in `traces`, `quarantine`, `labels` and `query_metrics` in one transaction: the warehouse
-then holds one process's rows, and every later step reads them unchanged (docs/scaling.md).
+valid trace ids, its segment statistics and its partial aggregates, manifest last. The merge
+(`merge_shards`) quarantines the valid records whose trace_id another shard holds earlier, as one
+process would, and replaces the day in `traces`, `quarantine`, `labels` and `query_metrics` in one
+transaction: the warehouse then holds one process's rows, and every later step reads them
+unchanged. The day's `segment_statistics`, which `segment_metrics` reads, are the shards' pooled
+(less the repeated records'), checked against those of the merged rows (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pyarrow.parquet as pq
 
 from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.shards import MANIFEST, DayFile, filesystem
 from retrieval_pipeline.text import json_text
 from retrieval_pipeline.warehouse.connection import (
@@ -41,14 +44,18 @@ from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sources import NumberedFiles, raw_record_pieces
 from retrieval_pipeline.warehouse.sql import load_sql
-from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
+from retrieval_pipeline.warehouse.steps import (
+    build_labels,
+    build_segment_statistics,
+    compute_query_metrics,
+)
 from retrieval_pipeline.warehouse.validation import raw_records
 
 # The warehouse tables a shard writes, whole for its day.
 ROW_TABLES = ("traces", "quarantine", "labels", "query_metrics")
 # Its other outputs: the statement of each.
 SUMMARY_STATEMENTS = {
-    "segment_partials": "agg_shard_partials",
+    "segment_statistics": "rpt_day_segment_statistics",
     "query_partials": "agg_shard_query_partials",
 }
 BATCH_ROWS = 65_536
@@ -140,6 +147,7 @@ def run_shard(
                 gmax=gmax,
                 judged_only=judged_only,
             )
+            build_segment_statistics(conn, day, day)
             fs, base = filesystem(folder)
             fs.create_dir(base, recursive=True)
             rows = _write_outputs(conn, fs, base, day, shard, files)
@@ -273,6 +281,16 @@ def merge_shards(
             ).fetchone()
             assert row is not None  # one row of counts, always
             left_out = [int(count) for count in row]
+        conn.execute(  # what the repeated records added to their shards' statistics
+            "create or replace temp table shard_repeated_statistics as "
+            + load_sql("agg_shard_repeated_statistics")
+            + ("" if repeated else " with no data"),
+            {
+                "trace_files": files("traces"),
+                "metric_files": files("query_metrics"),
+                "overall_segment": OVERALL_SEGMENT,
+            },
+        )
         texts = _repeated_texts(conn)
         with registered(conn, "shard_repeated_texts", texts), transaction(conn):
             for table in ROW_TABLES:
@@ -287,9 +305,10 @@ def merge_shards(
                 "int_shard_quarantine",
                 {"day": day, "files": files("quarantine")},
             )
-        _check_partials(conn, day, files("segment_partials"), files("query_metrics"))
+            _pool_statistics(conn, day, files("segment_statistics"), len(manifests))
     conn.execute("drop table shard_valid_ids")
     conn.execute("drop table shard_repeated")
+    conn.execute("drop table shard_repeated_statistics")
     pairs = list(zip(folders, manifests, strict=True))
     read, valid, labels, stale, annotated = (
         sum(_count(folder, manifest, key) for folder, manifest in pairs)
@@ -349,19 +368,32 @@ def _repeated_texts(conn: duckdb.DuckDBPyConnection) -> pa.Table:
     return pa.concat_tables([t.cast(schema) for t in found]) if found else schema.empty_table()
 
 
-def _check_partials(
-    conn: duckdb.DuckDBPyConnection, day: date, partials: list[str], metric_files: list[str]
+def _pool_statistics(
+    conn: duckdb.DuckDBPyConnection, day: date, statistics: list[str], shards: int
 ) -> None:
-    """The shards' partial aggregates, less the rows of the records repeated across shards, must
-    equal the merged rows' (counts exactly, sums to 1e-9 relative): else a shard's output is
-    incomplete or from another configuration, and the merge fails rather than skew a mean."""
-    mismatches = conn.execute(
-        load_sql("rpt_shard_partials_mismatches"),
-        {"partials": partials, "metric_files": metric_files, "day": day},
-    ).fetchall()
+    """Replace `day`'s `segment_statistics` with the shards' pooled, less the repeated records'
+    (sql/agg_shard_segment_statistics.sql), inside the merge's transaction. While the merge also
+    writes the day's rows, the pooled statistics must equal the statistics of those rows (counts
+    exactly, means and deviations to 1e-9 relative): else a shard's output is incomplete or
+    from another configuration, and the merge fails, leaving the warehouse as it was, rather
+    than skew a mean."""
+    delete_partitions(conn, "segment_statistics", [day])
+    conn.execute(  # the merged rows' own, computed as one process computes them
+        "create or replace temp table merged_statistics as " + load_sql("agg_segment_statistics"),
+        {"start_date": day, "end_date": day, "overall_segment": OVERALL_SEGMENT},
+    )
+    insert(
+        conn,
+        "segment_statistics",
+        "agg_shard_segment_statistics",
+        {"day": day, "statistics": statistics, "shards": shards},
+    )
+    mismatches = conn.execute(load_sql("rpt_shard_statistics_mismatches"), {"day": day}).fetchall()
+    conn.execute("drop table merged_statistics")
     if mismatches:
         where = ", ".join("/".join(map(str, row)) for row in mismatches[:5])
         raise ShardOutputError(
-            f"{day.isoformat()}: the shards' partial aggregates do not add up to the merged rows"
-            f" for {where}: a shard's output is incomplete or from another configuration"
+            f"{day.isoformat()}: the shards' statistics do not add up to the merged rows'"
+            f" for {where} (segment/variant/metric): a shard's output is incomplete or from"
+            " another configuration; run the day again"
         )

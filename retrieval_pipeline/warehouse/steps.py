@@ -21,8 +21,10 @@ from retrieval_pipeline.metrics import (
     check_gmax,
     check_relevance_level,
 )
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.connection import strings_compressed
-from retrieval_pipeline.warehouse.partitions import replace_partitions
+from retrieval_pipeline.warehouse.partitions import delete_partitions, insert, replace_partitions
+from retrieval_pipeline.warehouse.session import transaction
 from retrieval_pipeline.warehouse.sql import load_sql
 
 
@@ -95,8 +97,11 @@ def compute_query_metrics(
         "gmax": check_gmax(gmax),
         "judged_only": bool(judged_only),
     }
-    with strings_compressed(conn):
-        replace_partitions(conn, "query_metrics", (start, end), "fct_query_metrics", params)
+    with strings_compressed(conn), transaction(conn):
+        # the statistics of the old rows go with them (rebuilt on demand: segment_statistics)
+        delete_partitions(conn, "segment_statistics", (start, end))
+        delete_partitions(conn, "query_metrics", (start, end))
+        insert(conn, "query_metrics", "fct_query_metrics", params)
     row = conn.execute(
         load_sql("agg_metric_counts"),
         {"start_date": start, "end_date": end, "metric": metrics[0].name},
@@ -110,6 +115,23 @@ def compute_query_metrics(
         by_judgments=int(by_judgments),
         empty=int(empty),
     )
+
+
+def build_segment_statistics(conn: duckdb.DuckDBPyConnection, start: date, end: date) -> None:
+    """Rebuild the `segment_statistics` of partitions start..end from their `query_metrics` rows
+    (sql/agg_segment_statistics.sql): what `segment_metrics` reads, and what a shard hands the
+    merge. A sharded day's, pooled by the merge from its shards, stay (`compute_query_metrics`
+    removes them when it rewrites the day's rows); every other partition's are computed again,
+    so that they never outlive the rows they sum up."""
+    dates = {"start_date": start, "end_date": end}
+    with transaction(conn):
+        conn.execute(load_sql("delete_segment_statistics_of_rows"), dates)
+        insert(
+            conn,
+            "segment_statistics",
+            "agg_segment_statistics",
+            dates | {"overall_segment": OVERALL_SEGMENT},
+        )
 
 
 def query_metrics_wide(

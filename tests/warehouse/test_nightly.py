@@ -12,13 +12,14 @@ import pandas as pd
 import pytest
 
 from retrieval_pipeline.config import ChecksConfig, PipelineConfig
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse import nightly
 from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.trend import read_segment_trend
 
 D1, D2, D3 = date(2026, 11, 28), date(2026, 11, 29), date(2026, 11, 30)
 Z = 1.959963984540054  # Phi^-1(0.975)
-ALL = nightly.OVERALL_SEGMENT
+ALL = OVERALL_SEGMENT
 
 
 def add_trace(

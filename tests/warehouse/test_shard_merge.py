@@ -5,6 +5,7 @@ each shard with only the corpus documents its labels name."""
 import contextlib
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -20,7 +21,12 @@ from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.shards import ShardOutputError, merge_shards, run_shard
-from retrieval_pipeline.warehouse.steps import LabelCounts, build_labels, compute_query_metrics
+from retrieval_pipeline.warehouse.steps import (
+    LabelCounts,
+    build_labels,
+    build_segment_statistics,
+    compute_query_metrics,
+)
 from tests.defs.moto_s3 import s3_server
 from tests.shard_days import DAY, DOCS, write_day
 
@@ -119,6 +125,94 @@ def test_the_merged_rows_are_one_process_rows(
     got = _rows(_sharded(store, files, shards, tmp_path))
     for table in TABLES:
         assert got[table] == expected[table], table
+
+
+STATISTICS = (
+    "select segment, variant, metric, traces, annotated_traces, judged_traces, n_values,"
+    " not_a_number, mean, sd, shards from segment_statistics order by all"
+)
+
+
+def _statistics(database: Path) -> dict[tuple[str, str, str], tuple[object, ...]]:
+    with duckdb.connect(str(database), read_only=True) as conn:
+        return {row[:3]: row[3:] for row in conn.execute(STATISTICS).fetchall()}
+
+
+@pytest.mark.parametrize("shards", [2, 7])
+def test_the_merged_statistics_are_one_process_statistics(
+    day: tuple[Path, list[Path]], one_process: Path, tmp_path: Path, shards: int
+) -> None:
+    """The merge writes the day's `segment_statistics` (what `segment_metrics` reads) by pooling
+    the shards' own, less the records repeated across them, not from the merged rows: equal to
+    one process's from its rows, counts exactly, means and deviations to 1e-12."""
+    store, files = day
+    single = tmp_path / "single.duckdb"
+    shutil.copy(one_process, single)
+    conn = connect(single)
+    build_segment_statistics(conn, DAY, DAY)
+    conn.close()
+    expected = _statistics(single)
+    got = _statistics(_sharded(store, files, shards, tmp_path))
+    assert set(got) == set(expected)
+    assert any(key[0] == "__all__" for key in got)
+    for key, (*counts, mean, sd, pooled_from) in got.items():
+        *expected_counts, expected_mean, expected_sd, from_rows = expected[key]
+        assert counts == expected_counts, key
+        assert (pooled_from, from_rows) == (shards, 0)
+        for value, wanted in ((mean, expected_mean), (sd, expected_sd)):
+            assert (value is None) == (wanted is None), key
+            if wanted is not None:
+                assert value == pytest.approx(wanted, rel=1e-12, abs=1e-15), key
+
+
+def test_segment_metrics_keep_a_sharded_day_s_statistics(
+    day: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """Rebuilding `segment_metrics` computes the statistics of a day from its rows again, unless
+    the merge pooled them; scoring the day again (`compute_query_metrics`) drops the pooled ones
+    with the rows they stood for."""
+    store, files = day
+    database = _sharded(store, files, 2, tmp_path)
+    pooled = _statistics(database)
+    conn = connect(database)
+    build_segment_statistics(conn, DAY, DAY)
+    conn.close()
+    assert _statistics(database) == pooled
+    conn = connect(database)
+    compute_query_metrics(conn, METRICS, DAY, DAY)
+    ((left,),) = conn.execute("select count(*) from segment_statistics").fetchall()
+    build_segment_statistics(conn, DAY, DAY)
+    conn.close()
+    assert left == 0
+    assert {row[-1] for row in _statistics(database).values()} == {0}
+
+
+def test_shard_statistics_that_do_not_add_up_fail_the_merge(
+    day: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """A shard whose statistics are not those of its rows (an output cut short, or of another
+    configuration): the merge names the group and the fix, and leaves the warehouse as it was."""
+    _store, files = day
+    dealt = deal(day_files(files), 2)
+    folders = [shard_folder(str(tmp_path / "shards"), DAY, "run-1", i, 2) for i in range(2)]
+    manifests = [
+        run_shard(share, DAY, None, METRICS, "exponential", 1.0, folder, index)
+        for index, (share, folder) in enumerate(zip(dealt, folders, strict=True))
+    ]
+    path = Path(folders[1]) / "segment_statistics.parquet"
+    table = pq.read_table(path)
+    first_mrr = table["metric"].to_pylist().index("mrr")
+    means = table["mean"].to_pylist()
+    means[first_mrr] = means[first_mrr] + 0.01
+    pq.write_table(table.set_column(table.schema.get_field_index("mean"), "mean", [means]), path)
+    conn = connect(tmp_path / "warehouse.duckdb")
+    with pytest.raises(ShardOutputError, match=r"do not add up.*/mrr.*run the day again"):
+        merge_shards(conn, DAY, manifests)
+    ((traces, statistics),) = conn.execute(
+        "select (select count(*) from traces), (select count(*) from segment_statistics)"
+    ).fetchall()
+    conn.close()
+    assert (traces, statistics) == (0, 0)
 
 
 def test_the_day_has_every_case(one_process: Path) -> None:
