@@ -3,7 +3,7 @@
 A shard (`run_shard`) validates, labels and scores its files with the same functions and SQL as
 the nightly's single process, in a scratch DuckDB file of its own (never the warehouse: DuckDB
 allows one writer per file), and writes the warehouse's rows of its files as Parquet, with its
-valid trace ids, its segment statistics and its partial aggregates, manifest last. The merge
+valid trace ids and its segment statistics, manifest last. The merge
 (`merge_shards`) quarantines the valid records whose trace_id another shard holds earlier, as one
 process would, and replaces the day in `traces`, `quarantine`, `labels` and `query_metrics` in one
 transaction: the warehouse then holds one process's rows, and every later step reads them
@@ -54,10 +54,7 @@ from retrieval_pipeline.warehouse.validation import raw_records
 # The warehouse tables a shard writes, whole for its day.
 ROW_TABLES = ("traces", "quarantine", "labels", "query_metrics")
 # Its other outputs: the statement of each.
-SUMMARY_STATEMENTS = {
-    "segment_statistics": "rpt_day_segment_statistics",
-    "query_partials": "agg_shard_query_partials",
-}
+SUMMARY_STATEMENTS = {"segment_statistics": "rpt_day_segment_statistics"}
 BATCH_ROWS = 65_536
 
 
