@@ -255,6 +255,7 @@ def merge_shards(
     for folder, manifest in zip(folders, manifests, strict=True):
         if read_manifest(folder) != manifest:
             raise ShardOutputError(f"{folder}: its manifest is not the one this run's shard wrote")
+        _check_outputs(folder, manifest)
     with _local_copies(folders) as local:
 
         def files(name: str) -> list[str]:
@@ -326,6 +327,20 @@ def merge_shards(
         stale_labels=stale - left_out[1],
         annotated=annotated - left_out[2],
     )
+
+
+def _check_outputs(folder: str, manifest: dict[str, object]) -> None:
+    """`ShardOutputError` naming the shard and the files its manifest does not list: a shard of
+    an earlier release (before `segment_statistics.parquet`, say), whose outputs this merge
+    cannot read; the fix is to run the day again."""
+    rows = manifest.get("rows")
+    wanted = (*ROW_TABLES, "valid_ids", *SUMMARY_STATEMENTS)
+    missing = [name for name in wanted if not isinstance(rows, dict) or name not in rows]
+    if missing:
+        raise ShardOutputError(
+            f"{folder}: the shard wrote no {', '.join(f'{m}.parquet' for m in missing)}"
+            " (written by an earlier release?); run the day again"
+        )
 
 
 def _count(folder: str, manifest: dict[str, object], key: str) -> int:

@@ -306,6 +306,31 @@ def test_a_manifest_without_a_count_fails_the_merge_naming_it(
     assert folder in str(error.value)
 
 
+def test_a_shard_of_an_earlier_release_fails_the_merge_naming_its_missing_output(
+    day: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """A shard written before `segment_statistics.parquet` (its manifest lists
+    `segment_partials`): the merge names the shard, the file and the fix before it writes
+    anything."""
+    _store, files = day
+    folder = shard_folder(str(tmp_path / "shards"), DAY, "run-1", 0, 1)
+    manifest = run_shard(day_files(files), DAY, None, METRICS, "exponential", 1.0, folder, 0)
+    rows = dict(manifest["rows"])  # type: ignore[call-overload]
+    rows["segment_partials"] = rows.pop("segment_statistics")
+    manifest["rows"] = rows
+    (Path(folder) / "manifest.json").write_text(json.dumps(manifest))
+    (Path(folder) / "segment_statistics.parquet").unlink()
+    conn = connect(tmp_path / "warehouse.duckdb")
+    with pytest.raises(
+        ShardOutputError, match=r"wrote no segment_statistics\.parquet .*run the day again"
+    ) as error:
+        merge_shards(conn, DAY, [manifest])
+    ((traces,),) = conn.execute("select count(*) from traces").fetchall()
+    conn.close()
+    assert folder in str(error.value)
+    assert traces == 0
+
+
 def test_shard_outputs_on_an_s3_server(
     day: tuple[Path, list[Path]], one_process: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
