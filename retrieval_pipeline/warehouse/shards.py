@@ -55,6 +55,8 @@ from retrieval_pipeline.warehouse.validation import raw_records
 ROW_TABLES = ("traces", "quarantine", "labels", "query_metrics")
 # Its other outputs: the statement of each.
 SUMMARY_STATEMENTS = {"segment_statistics": "rpt_day_segment_statistics"}
+# The counts of a shard's manifest that the merge adds up.
+MANIFEST_COUNTS = ("read", "valid", "labels", "stale_labels", "annotated")
 BATCH_ROWS = 65_536
 
 
@@ -309,8 +311,7 @@ def merge_shards(
     conn.execute("drop table shard_repeated_statistics")
     pairs = list(zip(folders, manifests, strict=True))
     read, valid, labels, stale, annotated = (
-        sum(_count(folder, manifest, key) for folder, manifest in pairs)
-        for key in ("read", "valid", "labels", "stale_labels", "annotated")
+        sum(_count(folder, manifest, key) for folder, manifest in pairs) for key in MANIFEST_COUNTS
     )
     valid -= int(repeated)
     shard_files = [m["files"] for m in manifests]
@@ -330,9 +331,12 @@ def merge_shards(
 
 
 def _check_outputs(folder: str, manifest: dict[str, object]) -> None:
-    """`ShardOutputError` naming the shard and the files its manifest does not list: a shard of
-    an earlier release (before `segment_statistics.parquet`, say), whose outputs this merge
-    cannot read; the fix is to run the day again."""
+    """`ShardOutputError` naming the shard and the count or the files its manifest does not
+    list: a shard of an earlier release (before `segment_statistics.parquet`, say), whose
+    outputs this merge cannot read or add up; the fix is to run the day again. Checked before
+    the merge writes anything."""
+    for key in MANIFEST_COUNTS:
+        _count(folder, manifest, key)
     rows = manifest.get("rows")
     wanted = (*ROW_TABLES, "valid_ids", *SUMMARY_STATEMENTS)
     missing = [name for name in wanted if not isinstance(rows, dict) or name not in rows]

@@ -302,8 +302,10 @@ def test_a_manifest_without_a_count_fails_the_merge_naming_it(
     conn = connect(tmp_path / "warehouse.duckdb")
     with pytest.raises(ShardOutputError, match=r"no count 'annotated'.*run the day again") as error:
         merge_shards(conn, DAY, [manifest])
+    ((traces,),) = conn.execute("select count(*) from traces").fetchall()
     conn.close()
     assert folder in str(error.value)
+    assert traces == 0  # found before the merge wrote anything
 
 
 def test_a_shard_of_an_earlier_release_fails_the_merge_naming_its_missing_output(
