@@ -7,9 +7,11 @@ in whatever order the queries came.
 
 Statistics, per segment (and overall) and metric, on d = candidate - control over the n pairs:
 means of both arms, delta = mean(d), relative delta = delta / control mean; the paired t-test p
-(`scipy.stats.ttest_rel`); a 95% interval of mean(d); the paired randomization p of mean(d) = 0
-(the signs of d flipped at random); and Holm's adjustment of both p-values over every tested cell
-of the comparison (segments, overall and metrics together).
+(`scipy.stats.ttest_rel`'s, computed from Student's t in `scipy.special`); a 95% interval of
+mean(d); the paired randomization p of mean(d) = 0 (the signs of d flipped at random); and Holm's
+adjustment of both p-values over every tested cell of the comparison (segments, overall and
+metrics together). Only the bootstrap needs `scipy.stats` (an import several times the size of
+`scipy.special`'s): a comparison of large cells never loads it.
 
 Small samples are resampled, large ones use the large-sample forms of the same quantities, at
 `normal_approximation_min_pairs` (N, default 1000; each cell records the method of its p-value
@@ -152,12 +154,44 @@ def holm_adjust(pvalues: Sequence[float | None]) -> list[float | None]:
 
 
 def _scipy_stats() -> ModuleType:
-    """`scipy.stats`, imported where a test runs: it costs about as much as DuckDB, pandas and
-    pyarrow together, and a command that computes no interval or p-value (`evaluate` without
-    `--stages`, `monitor`, the report's text) should not pay for it."""
+    """`scipy.stats`, imported only for the bootstrap (a cell of fewer than N pairs): it costs
+    about as much as DuckDB, pandas and pyarrow together, and a command that computes no
+    interval or p-value (`evaluate` without `--stages`, `monitor`, the report's text), or only
+    large cells (a nightly comparison), should not pay for it."""
     from scipy import stats
 
     return stats
+
+
+def _scipy_special() -> ModuleType:
+    """`scipy.special`, whose Student t distribution (`stdtr`, `stdtrit`) `scipy.stats.t` and
+    `ttest_1samp` call, without the rest of `scipy.stats`."""
+    from scipy import special
+
+    return special
+
+
+def t_test_p(d: np.ndarray) -> float | None:
+    """The two-sided p of the one-sample t-test of mean(d) = 0: `scipy.stats.ttest_1samp(d,
+    0).pvalue`, computed as scipy 1.17 computes it (the mean, the variance as the mean squared
+    deviation times n / (n - 1), t = mean / sqrt(variance / n), p = 2 * stdtr(n - 1, -|t|)).
+    None where scipy warns or gives no number: fewer than 2 values, values nearly identical
+    (every deviation from the mean within 10 eps of it: scipy's "precision loss"), no spread."""
+    n = len(d)
+    if n < 2:
+        return None
+    mean = float(np.mean(d))
+    deviations = d - mean
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.max(np.abs(deviations)) / abs(mean)
+    if spread < np.finfo(float).eps * 10:
+        return None
+    variance = float(np.mean(deviations * deviations)) * (n / (n - 1))
+    if variance == 0.0 or not math.isfinite(variance):
+        return None
+    t = mean / math.sqrt(variance / n)
+    p = 2 * float(_scipy_special().stdtr(n - 1, -abs(t)))
+    return p if math.isfinite(p) else None
 
 
 def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -205,7 +239,8 @@ def _bootstrap_ci(
 
 def t_interval(n: int, mean: float, sd: float) -> tuple[float, float]:
     """The Student t interval of a mean: mean +- t(1 - (1 - level) / 2, n - 1) * sd / sqrt(n)."""
-    half = float(_scipy_stats().t.ppf(0.5 + CONFIDENCE_LEVEL / 2, n - 1)) * sd / math.sqrt(n)
+    quantile = float(_scipy_special().stdtrit(n - 1, 0.5 + CONFIDENCE_LEVEL / 2))  # t.ppf's
+    half = quantile * sd / math.sqrt(n)
     return mean - half, mean + half
 
 
@@ -370,11 +405,8 @@ def difference_statistics(
         else:
             low, high, ci_method = _bootstrap_ci(d, n_resamples, np.random.default_rng(boot_seed))
             ci = (low, high)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            # `scipy.stats.ttest_rel(candidate, control)`: the one-sample test of the differences
-            t_p = float(_scipy_stats().ttest_1samp(raw, 0.0).pvalue)
-        p_t = t_p if not caught and math.isfinite(t_p) else None
+        # `scipy.stats.ttest_rel(candidate, control)`: the one-sample test of the differences
+        p_t = t_test_p(raw)
     k = int(np.count_nonzero(d))
     if k >= large:
         p_rand = normal_sign_flip_pvalue(d)

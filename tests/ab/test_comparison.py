@@ -16,7 +16,13 @@ from scipy import stats
 
 from retrieval_pipeline.ab.compare import ComparisonSettings
 from retrieval_pipeline.ab.pairing import compare_variants
-from retrieval_pipeline.ab.stats import ArmSummary, holm_adjust, paired_statistics
+from retrieval_pipeline.ab.stats import (
+    ArmSummary,
+    holm_adjust,
+    paired_statistics,
+    t_interval,
+    t_test_p,
+)
 from retrieval_pipeline.metrics import MetricConfigError, parse_metrics
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from tests.oracles import compare_query_metrics
@@ -145,6 +151,50 @@ def test_ttest_p_is_scipys_on_the_same_vectors() -> None:
     result = paired_statistics(control, candidate, n_resamples=199)
     assert result.p_t == pytest.approx(stats.ttest_rel(candidate, control).pvalue, rel=1e-12)
     assert result.delta == pytest.approx(np.mean(candidate - control), rel=1e-12)
+
+
+def _scipy_ttest_p(d: np.ndarray) -> float | None:
+    """scipy's one-sample t-test p of mean(d) = 0, None where it warns or gives no number (what
+    the comparison reported before computing it from `scipy.special`)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = float(stats.ttest_1samp(d, 0.0).pvalue)
+    return p if not caught and math.isfinite(p) else None
+
+
+@pytest.mark.parametrize(
+    "d",
+    [
+        np.random.default_rng(3).normal(0.01, 0.2, 5000),  # a large cell: the nightly's
+        np.random.default_rng(4).normal(-0.4, 0.05, 1000),
+        np.random.default_rng(5).uniform(-1, 1, 2),
+        np.array([0.1, -0.1]),  # mean 0: t = 0, p = 1
+        np.array([0.25, 0.25, 0.25]),  # no spread: no test
+        np.array([0.0, 0.0]),
+        0.5 + np.array([0.0, 1e-17, 2e-17, 0.0]),  # equal once added to 0.5: no spread
+        0.5 + np.array([0.0, 5e-16, -5e-16]),  # nearly identical: scipy's precision loss
+        0.5 + np.array([0.0, 4e-15, -4e-15]),  # just past it
+        np.array([0.3]),
+    ],
+)
+def test_the_t_test_p_is_scipys_ttest_1samp(d: np.ndarray) -> None:
+    """`t_test_p` (Student's t from scipy.special) equals scipy.stats.ttest_1samp's p, and is
+    None exactly where scipy warns or gives nan."""
+    expected = _scipy_ttest_p(d)
+    got = t_test_p(d)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(expected, rel=1e-14, abs=1e-300)
+
+
+@pytest.mark.parametrize("n", [2, 3, 30, 999, 1000, 250_000])
+def test_the_t_interval_is_scipys_t_quantile(n: int) -> None:
+    low, high = t_interval(n, 0.125, 0.5)
+    half = float(stats.t.ppf(0.975, n - 1)) * 0.5 / math.sqrt(n)
+    assert (low, high) == pytest.approx((0.125 - half, 0.125 + half), rel=1e-15)
 
 
 def exact_sign_flip_p(d: np.ndarray) -> float:

@@ -261,9 +261,15 @@ def test_a_csv_output_loads_pandas_and_holds_the_parquet_rows(traces: Path, tmp_
 
 
 def test_stages_load_scipy_only_when_asked(traces: Path) -> None:
+    """scipy loads with a statistic, and `scipy.stats` only with the bootstrap of a small cell:
+    a cell of N pairs or more takes its t-test and interval from `scipy.special`."""
     probe = (
         "import sys; from retrieval_pipeline.ab import stats; "
-        "assert 'scipy.stats' not in sys.modules, 'imported with ab.stats'; "
+        "assert 'scipy' not in sys.modules, 'imported with ab.stats'; "
+        "large = stats.paired_statistics([0.1, 0.5, 0.3] * 400, [0.2, 0.4, 0.9] * 400); "
+        "assert large.p_t is not None and large.ci_low is not None, large; "
+        "assert 'scipy.special' in sys.modules; "
+        "assert 'scipy.stats' not in sys.modules, 'imported for a large cell'; "
         "stats.paired_statistics([0.1, 0.5, 0.3], [0.2, 0.4, 0.9]); "
         "assert 'scipy.stats' in sys.modules"
     )
