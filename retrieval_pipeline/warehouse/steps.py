@@ -74,6 +74,18 @@ def build_labels(
     return LabelCounts(int(labels), int(stale), int(traces_with_stale))
 
 
+def count_traces_labels(conn: duckdb.DuckDBPyConnection, start: date, end: date) -> LabelCounts:
+    """`build_labels`' counts for partitions start..end (inclusive) without a corpus snapshot,
+    where no label can be stale, and without writing `labels`: for a private evaluation, whose
+    labels table would only copy every trace's labels to mark none stale (the metrics and the
+    per-trace table read it for stale labels only)."""
+    row = conn.execute(
+        load_sql("agg_trace_label_counts"), {"start_date": start, "end_date": end}
+    ).fetchone()
+    labels, stale, traces_with_stale = row if row else (0, 0, 0)
+    return LabelCounts(int(labels), int(stale), int(traces_with_stale))
+
+
 def compute_query_metrics(
     conn: duckdb.DuckDBPyConnection,
     metrics: Sequence[Metric],

@@ -8,7 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
+from retrieval_pipeline.warehouse.ingestion import ingest_traces
+from retrieval_pipeline.warehouse.partitions import ALL_DATES
+from retrieval_pipeline.warehouse.steps import build_labels, count_traces_labels
 from tests.trace_records import good, unjudged, write_lines
 
 
@@ -55,3 +59,28 @@ def test_metric_counts_count_each_trace_once_whatever_the_metrics(tmp_path: Path
     # 3 traces scored for 3 metrics: 9 metric rows, but 3 traces
     assert (run.traces.traces, run.traces.annotated) == (3, 2)
     assert (run.traces.unannotated, run.traces.no_relevant) == (1, 1)
+
+
+def test_without_a_corpus_the_labels_are_counted_where_they_are(tmp_path: Path) -> None:
+    """Without a snapshot no label is stale: a private evaluation counts the traces' labels
+    without writing `labels`, and the counts are those `build_labels` gives over the same traces
+    (2 + 3 + 0 labels, a repeated record's dropped; none stale)."""
+    traces = write_lines(
+        tmp_path / "t.jsonl",
+        [
+            json.dumps(good("two", retrieved_ids=["a", "b"], relevant_ids=["a", "gone"])),
+            json.dumps(good("graded", relevance_scores={"a": 1, "b": 0, "c": 3})),
+            json.dumps(unjudged("none")),
+            json.dumps(good("two", relevant_ids=["x", "y", "z"])),  # a repeat: dropped
+        ],
+    )
+    conn = connect()
+    ingest_traces(conn, [traces])
+    counted = count_traces_labels(conn, *ALL_DATES)
+    assert (counted.labels, counted.stale, counted.traces_with_stale) == (2 + 3, 0, 0)
+    assert conn.execute("select count(*) from labels").fetchone() == (0,)
+    built = build_labels(conn, *ALL_DATES, use_corpus=False)
+    assert counted == built
+    run = run_evaluation(traces, "recall@10")
+    assert run.labels == counted
+    assert list(run.per_query["n_stale_labels"]) == [0, 0, 0]
