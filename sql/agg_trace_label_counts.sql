@@ -1,16 +1,26 @@
--- Label counts for partitions $start_date..$end_date where no label can be stale (no corpus
--- snapshot): every label the traces carry, none stale, no trace that lost any; the counts that
--- sql/agg_label_counts.sql gives over the labels sql/int_labels.sql would write for them.
+-- Label counts for partitions $start_date..$end_date whose `labels` hold the stale labels only
+-- (sql/int_labels.sql with $stale_only): every label the traces carry, the stale ones and the
+-- traces that lost any; the counts sql/agg_label_counts.sql gives over every label.
 
 with
 
+stale as (
+    select
+        count(*) as stale_labels,
+        count(distinct trace_id) as traces_with_stale
+    from labels
+    where partition_date between $start_date and $end_date
+),
+
 final as (
     select
-        coalesce(sum(len(labels)), 0) as labels,
-        0 as stale_labels,
-        0 as traces_with_stale
-    from traces
-    where partition_date between $start_date and $end_date
+        (
+            select coalesce(sum(len(traces.labels)), 0) from traces
+            where traces.partition_date between $start_date and $end_date
+        ) as labels,
+        stale.stale_labels,
+        stale.traces_with_stale
+    from stale
 )
 
 select * from final

@@ -4,6 +4,8 @@
 -- trace's timestamp, or was added after it; stale labels are kept here with their reason but never
 -- used for scoring, so recall is not falsely low. With $use_corpus false (no snapshot given)
 -- every label is fresh. Retrieved ids are never filtered: they are what production returned.
+-- With $stale_only, only the stale labels (a private evaluation's: the metrics and the per-trace
+-- table read the stale ones only, and sql/agg_trace_label_counts.sql counts the rest in place).
 
 with
 
@@ -37,3 +39,4 @@ final as (
 )
 
 select * from final
+where not $stale_only or stale_reason is not null

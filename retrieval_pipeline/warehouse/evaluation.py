@@ -54,7 +54,6 @@ from retrieval_pipeline.warehouse.steps import (
     MetricCounts,
     build_labels,
     compute_query_metrics,
-    count_traces_labels,
     query_metrics_wide,
 )
 
@@ -236,11 +235,7 @@ def _evaluate_in(
     ingest = ingest_traces(conn, traces, keep_retrieved_ids=keep_retrieved_ids, spans=spans)
     corpus_load = load_corpus(conn, Path(corpus) if corpus is not None else None)
     start, end = ALL_DATES  # the private database holds just this evaluation
-    # without a corpus snapshot no label is stale: the labels table would copy them for nothing
-    if corpus is None:
-        labels = count_traces_labels(conn, start, end)
-    else:
-        labels = build_labels(conn, start, end, use_corpus=True)
+    labels = build_labels(conn, start, end, use_corpus=corpus is not None, stale_only=True)
     scored = with_coverage(metrics)
     counts = compute_query_metrics(
         conn, scored, start, end, gain, relevance_level, gmax=gmax, judged_only=judged_only

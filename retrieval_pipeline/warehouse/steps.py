@@ -62,26 +62,26 @@ class MetricCounts(_Counts):
 
 
 def build_labels(
-    conn: duckdb.DuckDBPyConnection, start: date, end: date, use_corpus: bool
+    conn: duckdb.DuckDBPyConnection,
+    start: date,
+    end: date,
+    use_corpus: bool,
+    stale_only: bool = False,
 ) -> LabelCounts:
-    """Rebuild `labels` for partitions start..end (inclusive), marking stale ones."""
-    params = {"start_date": start, "end_date": end, "use_corpus": use_corpus}
+    """Rebuild `labels` for partitions start..end (inclusive), marking stale ones.
+
+    `stale_only` (a private evaluation's): only the stale labels are written, the others counted
+    where they are in `traces`: the metrics and the per-trace table read the stale ones only, and
+    copying every label to mark it fresh cost more than scoring them. The counts are the same."""
+    params = {
+        "start_date": start,
+        "end_date": end,
+        "use_corpus": use_corpus,
+        "stale_only": stale_only,
+    }
     replace_partitions(conn, "labels", (start, end), "int_labels", params)
-    row = conn.execute(
-        load_sql("agg_label_counts"), {"start_date": start, "end_date": end}
-    ).fetchone()
-    labels, stale, traces_with_stale = row if row else (0, 0, 0)
-    return LabelCounts(int(labels), int(stale), int(traces_with_stale))
-
-
-def count_traces_labels(conn: duckdb.DuckDBPyConnection, start: date, end: date) -> LabelCounts:
-    """`build_labels`' counts for partitions start..end (inclusive) without a corpus snapshot,
-    where no label can be stale, and without writing `labels`: for a private evaluation, whose
-    labels table would only copy every trace's labels to mark none stale (the metrics and the
-    per-trace table read it for stale labels only)."""
-    row = conn.execute(
-        load_sql("agg_trace_label_counts"), {"start_date": start, "end_date": end}
-    ).fetchone()
+    counts = "agg_trace_label_counts" if stale_only else "agg_label_counts"
+    row = conn.execute(load_sql(counts), {"start_date": start, "end_date": end}).fetchone()
     labels, stale, traces_with_stale = row if row else (0, 0, 0)
     return LabelCounts(int(labels), int(stale), int(traces_with_stale))
 

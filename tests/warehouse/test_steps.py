@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from retrieval_pipeline.warehouse.connection import connect
+from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.partitions import ALL_DATES
-from retrieval_pipeline.warehouse.steps import build_labels, count_traces_labels
+from retrieval_pipeline.warehouse.steps import build_labels
 from tests.trace_records import good, unjudged, write_lines
 
 
@@ -61,10 +62,13 @@ def test_metric_counts_count_each_trace_once_whatever_the_metrics(tmp_path: Path
     assert (run.traces.unannotated, run.traces.no_relevant) == (1, 1)
 
 
-def test_without_a_corpus_the_labels_are_counted_where_they_are(tmp_path: Path) -> None:
-    """Without a snapshot no label is stale: a private evaluation counts the traces' labels
-    without writing `labels`, and the counts are those `build_labels` gives over the same traces
-    (2 + 3 + 0 labels, a repeated record's dropped; none stale)."""
+@pytest.mark.parametrize("with_corpus", [False, True])
+def test_a_private_evaluation_writes_only_the_stale_labels_and_counts_them_all(
+    tmp_path: Path, with_corpus: bool
+) -> None:
+    """`evaluate`'s private database holds only the stale labels; the counts are those of every
+    label (`build_labels` over the same traces): 2 + 3 + 0 labels, a repeated record's dropped;
+    with the snapshot of a and b, "gone" and "c" are stale, one in each of two traces."""
     traces = write_lines(
         tmp_path / "t.jsonl",
         [
@@ -74,13 +78,23 @@ def test_without_a_corpus_the_labels_are_counted_where_they_are(tmp_path: Path) 
             json.dumps(good("two", relevant_ids=["x", "y", "z"])),  # a repeat: dropped
         ],
     )
+    corpus = None
+    if with_corpus:
+        corpus = tmp_path / "corpus.csv"
+        corpus.write_text("doc_id,added_at,deleted_at\na,,\nb,,\n")
+    stale = (2, 2) if with_corpus else (0, 0)
     conn = connect()
     ingest_traces(conn, [traces])
-    counted = count_traces_labels(conn, *ALL_DATES)
-    assert (counted.labels, counted.stale, counted.traces_with_stale) == (2 + 3, 0, 0)
-    assert conn.execute("select count(*) from labels").fetchone() == (0,)
-    built = build_labels(conn, *ALL_DATES, use_corpus=False)
-    assert counted == built
-    run = run_evaluation(traces, "recall@10")
-    assert run.labels == counted
-    assert list(run.per_query["n_stale_labels"]) == [0, 0, 0]
+    load_corpus(conn, corpus)
+    private = build_labels(conn, *ALL_DATES, use_corpus=with_corpus, stale_only=True)
+    assert (private.labels, private.stale, private.traces_with_stale) == (2 + 3, *stale)
+    assert conn.execute("select count(*) from labels").fetchone() == (stale[0],)
+    every = build_labels(conn, *ALL_DATES, use_corpus=with_corpus)
+    assert conn.execute("select count(*) from labels").fetchone() == (5,)
+    assert private == every
+    run = run_evaluation(traces, "recall@10", corpus=corpus)
+    assert run.labels == every
+    n_stale = run.per_query.set_index("trace_id")["n_stale_labels"]
+    assert n_stale.to_dict() == (
+        {"two": 1, "graded": 1, "none": 0} if with_corpus else {"two": 0, "graded": 0, "none": 0}
+    )
