@@ -23,14 +23,28 @@ missing_days as (
         )
 ),
 
-annotated_traces as (
-    select distinct
+-- a day's rows are written by one statement that crosses every trace with the same metrics, so
+-- each trace has one row of each metric and the same is_annotated in all: its annotated traces
+-- are read through one metric's rows (a distinct over every metric's took longer)
+first_metrics as (
+    select
         partition_date,
-        trace_id
+        min(metric) as metric
     from query_metrics
-    where
-        partition_date in (select partition_date from missing_days)
-        and is_annotated
+    where partition_date in (select partition_date from missing_days)
+    group by partition_date
+),
+
+annotated_traces as (
+    select
+        query_metrics.partition_date,
+        query_metrics.trace_id
+    from query_metrics
+    inner join first_metrics
+        on
+            query_metrics.partition_date = first_metrics.partition_date
+            and query_metrics.metric = first_metrics.metric
+    where query_metrics.is_annotated
 ),
 
 scoped_traces as (
