@@ -91,13 +91,28 @@ def raw_record_pieces(
     if isinstance(source, DayBatches):
         return 1, _batch_pieces(conn, source)
     max_line_bytes = environment.max_line_bytes()
-    if isinstance(source, NumberedFiles):
-        numbered = [(order, file) for order, path in source.files for file in discover([path])]
-    else:
-        numbered = list(enumerate(discover(cast(Sequence[Path | str], source))))
+    numbered = _numbered_files(source)
     if spans.stage != STAGE_RETRIEVER:  # only span exports hold a reranker's stages
         numbered = [(order, file) for order, file in numbered if file.kind == "otlp"]
     return len(numbered), _file_pieces(conn, numbered, spans, max_line_bytes)
+
+
+def may_hold_reranker_spans(source: TraceSource) -> bool:
+    """Whether `source` can hold a reranker's spans: a Phoenix day, or files among which a span
+    export is (only span exports hold a reranker's stages: `raw_record_pieces` reads nothing else
+    for them). Lists the files; reads none."""
+    if _is_phoenix_day(source):
+        return True
+    if _is_data_frame(source) or isinstance(source, pa.Table | DayBatches):
+        return False
+    return any(file.kind == "otlp" for _, file in _numbered_files(source))
+
+
+def _numbered_files(source: TraceSource) -> list[tuple[int, TraceFile]]:
+    """The trace files of a source of files, each with its place in the day's listing."""
+    if isinstance(source, NumberedFiles):
+        return [(order, file) for order, path in source.files for file in discover([path])]
+    return list(enumerate(discover(cast(Sequence[Path | str], source))))
 
 
 def read_ahead(pieces: Iterator[RawPiece]) -> Iterator[RawPiece]:

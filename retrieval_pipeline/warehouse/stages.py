@@ -34,7 +34,7 @@ from retrieval_pipeline.metrics import DEFAULT_GMAX, Metric
 from retrieval_pipeline.warehouse.evaluation import EvaluationRun, run_evaluation
 from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
 from retrieval_pipeline.warehouse.session import registered, transaction
-from retrieval_pipeline.warehouse.sources import TraceSource
+from retrieval_pipeline.warehouse.sources import TraceSource, may_hold_reranker_spans
 from retrieval_pipeline.warehouse.sql import load_sql
 
 RERANKER_STAGES = (STAGE_RERANKER_INPUT, STAGE_RERANKER)
@@ -126,8 +126,13 @@ def score_stage_day(
 ) -> StageDay:
     """A day's reranker stages, scored by `stage_runs` (`labelled`: its keyword arguments, the
     first stage's corpus, judgments, gain, gmax and `judged_only`). The input stage is scored
-    first: without a reranker span in it, the output is not scored at all."""
+    first: without a reranker span in it, the output is not scored at all; a day without a span
+    export (trace records only) is not read at all, nor its corpus snapshot loaded."""
     names = [m.name for m in metrics]
+    if not may_hold_reranker_spans(traces()):
+        nothing = _no_rows(names)
+        per_query = {STAGE_RERANKER_INPUT: nothing, STAGE_RERANKER: nothing}
+        return StageDay(stage_means("", nothing, names), gains_frame([]), [], per_query)
     runs = stage_runs(traces, metrics, (STAGE_RERANKER_INPUT,), reading, **labelled)
     if not runs[STAGE_RERANKER_INPUT].per_query["trace_id"].str.endswith(INPUT_SUFFIX).any():
         runs[STAGE_RERANKER] = runs[STAGE_RERANKER_INPUT]  # nothing of a reranker in either
