@@ -6,8 +6,8 @@ with
 
 stale as (
     select
-        count(*) as stale_labels,
-        count(distinct trace_id) as traces_with_stale
+        count(stale_reason) as stale_labels,
+        count(distinct trace_id) filter (where stale_reason is not null) as traces_with_stale
     from labels
     where partition_date between $start_date and $end_date
 ),

@@ -71,8 +71,8 @@ def build_labels(
     """Rebuild `labels` for partitions start..end (inclusive), marking stale ones.
 
     `stale_only` (a private evaluation's): only the stale labels are written, the others counted
-    where they are in `traces`: the metrics and the per-trace table read the stale ones only, and
-    copying every label to mark it fresh cost more than scoring them. The counts are the same."""
+    where they are in `traces`: the metrics and the per-trace table read the stale ones only, so
+    a copy of every fresh label would be written for nothing. The counts are the same."""
     params = {
         "start_date": start,
         "end_date": end,
