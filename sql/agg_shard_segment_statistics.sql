@@ -40,36 +40,30 @@ parts as (
     from shard_repeated_statistics
 ),
 
-mean_references as (
+-- each part beside its group's reference: the smallest mean of the parts with values
+referenced_parts as (
     select
-        segment,
-        variant,
-        metric,
-        min(mean) filter (where n_values > 0) as reference
+        *,
+        min(mean) filter (where n_values > 0) over (
+            partition by segment, variant, metric
+        ) as reference
     from parts
-    group by segment, variant, metric
 ),
 
 pooled_sums as (
     select
-        parts.segment,
-        parts.variant,
-        parts.metric,
-        sum(parts.traces) as traces,
-        sum(parts.annotated_traces) as annotated_traces,
-        sum(parts.judged_traces) as judged_traces,
-        sum(parts.n_values) as n_values,
-        sum(parts.not_a_number) as not_a_number,
-        any_value(mean_references.reference) as reference,
-        sum(parts.n_values * (parts.mean - mean_references.reference))
-        filter (where parts.n_values <> 0) as offset_sum
-    from parts
-    inner join mean_references
-        on
-            parts.segment = mean_references.segment
-            and parts.variant = mean_references.variant
-            and parts.metric = mean_references.metric
-    group by parts.segment, parts.variant, parts.metric
+        segment,
+        variant,
+        metric,
+        sum(traces) as traces,
+        sum(annotated_traces) as annotated_traces,
+        sum(judged_traces) as judged_traces,
+        sum(n_values) as n_values,
+        sum(not_a_number) as not_a_number,
+        any_value(reference) as reference,
+        sum(n_values * (mean - reference)) filter (where n_values <> 0) as offset_sum
+    from referenced_parts
+    group by segment, variant, metric
 ),
 
 pooled as (

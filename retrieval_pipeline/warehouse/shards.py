@@ -254,10 +254,11 @@ def merge_shards(
 ) -> MergedDay:
     """Replace `day` in the warehouse with the shards' rows, exactly as one process writes it."""
     folders = [str(manifest["folder"]) for manifest in manifests]
+    counts: list[dict[str, int]] = []
     for folder, manifest in zip(folders, manifests, strict=True):
         if read_manifest(folder) != manifest:
             raise ShardOutputError(f"{folder}: its manifest is not the one this run's shard wrote")
-        _check_outputs(folder, manifest)
+        counts.append(_checked_counts(folder, manifest))
     with _local_copies(folders) as local:
 
         def files(name: str) -> list[str]:
@@ -309,9 +310,8 @@ def merge_shards(
     conn.execute("drop table shard_valid_ids")
     conn.execute("drop table shard_repeated")
     conn.execute("drop table shard_repeated_statistics")
-    pairs = list(zip(folders, manifests, strict=True))
     read, valid, labels, stale, annotated = (
-        sum(_count(folder, manifest, key) for folder, manifest in pairs) for key in MANIFEST_COUNTS
+        sum(shard[key] for shard in counts) for key in MANIFEST_COUNTS
     )
     valid -= int(repeated)
     shard_files = [m["files"] for m in manifests]
@@ -330,13 +330,13 @@ def merge_shards(
     )
 
 
-def _check_outputs(folder: str, manifest: dict[str, object]) -> None:
-    """`ShardOutputError` naming the shard and the count or the files its manifest does not
-    list: a shard of an earlier release (before `segment_statistics.parquet`, say), whose
+def _checked_counts(folder: str, manifest: dict[str, object]) -> dict[str, int]:
+    """The shard's counts (`MANIFEST_COUNTS`), once its manifest is known to list every count
+    and output file the merge reads: else `ShardOutputError` naming the shard and what is
+    missing, a shard of an earlier release (before `segment_statistics.parquet`, say), whose
     outputs this merge cannot read or add up; the fix is to run the day again. Checked before
     the merge writes anything."""
-    for key in MANIFEST_COUNTS:
-        _count(folder, manifest, key)
+    counts = {key: _count(folder, manifest, key) for key in MANIFEST_COUNTS}
     rows = manifest.get("rows")
     wanted = (*ROW_TABLES, "valid_ids", *SUMMARY_STATEMENTS)
     missing = [name for name in wanted if not isinstance(rows, dict) or name not in rows]
@@ -345,6 +345,7 @@ def _check_outputs(folder: str, manifest: dict[str, object]) -> None:
             f"{folder}: the shard wrote no {', '.join(f'{m}.parquet' for m in missing)}"
             " (written by an earlier release?); run the day again"
         )
+    return counts
 
 
 def _count(folder: str, manifest: dict[str, object], key: str) -> int:
