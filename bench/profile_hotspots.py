@@ -113,7 +113,7 @@ def stages(
     from retrieval_pipeline.warehouse.steps import (
         build_labels,
         compute_query_metrics,
-        query_metrics_wide,
+        trace_metrics,
     )
     from retrieval_pipeline.warehouse.validation import stage_records
 
@@ -149,10 +149,13 @@ def stages(
     timed("labels + stale (sql/int_labels.sql)", lambda: build_labels(conn, day, day, True))
     metrics = parse_metrics(list(METRICS))
     timed(
-        "metrics (sql/fct_query_metrics.sql)",
+        "metrics written (sql/fct_query_metrics.sql, the nightly's)",
         lambda: compute_query_metrics(conn, metrics, day, day, "linear", 1.0),
     )
-    timed("per-query wide table (pivot)", lambda: query_metrics_wide(conn, metrics, day, day))
+    timed(
+        "metrics into the per-trace table (trace_metrics, evaluate's)",
+        lambda: trace_metrics(conn, metrics, day, day, "linear", 1.0),
+    )
     return timings, (conn, raw, stg)
 
 

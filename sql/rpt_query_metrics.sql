@@ -1,9 +1,11 @@
 -- The per-trace table of `evaluate`: one row per trace, in input order, with the trace's counts and
 -- its metric values as a list aligned with $metric_names (null where a metric is absent), which
--- warehouse.steps.query_metrics_wide splits into columns. A trace's values are gathered with
--- their metrics' places in $metric_names (small integers, cheaper to gather than the names), then
--- looked up by place: a MAP built per trace cost twice the statement. Parameters: $start_date,
--- $end_date, $metric_names.
+-- warehouse.steps.trace_metrics splits into columns and counts (is_annotated, is_judged). It reads
+-- the long rows of sql/fct_query_metrics.sql as they are computed (`scored_rows`, registered by
+-- trace_metrics), not a table: a private evaluation writes no `query_metrics` rows. A trace's
+-- values are gathered with their metrics' places in $metric_names (small integers, cheaper to
+-- gather than the names), then looked up by place: a MAP built per trace cost twice the
+-- statement. Parameters: $start_date, $end_date, $metric_names.
 
 with
 
@@ -25,6 +27,7 @@ trace_rows as (
         segment,
         variant,
         n_retrieved,
+        is_judged,
         source_file,
         source_line
     from traces
@@ -33,14 +36,16 @@ trace_rows as (
 
 per_trace as (
     select
-        query_metrics.partition_date,
-        query_metrics.trace_id,
-        any_value(query_metrics.n_relevant) as n_relevant,
-        list(list_position($metric_names::varchar[], query_metrics.metric)::smallint) as places,
-        list(query_metrics.value) as metric_values
-    from query_metrics
-    where query_metrics.partition_date between $start_date and $end_date
-    group by query_metrics.partition_date, query_metrics.trace_id
+        scored_rows.partition_date,
+        scored_rows.trace_id,
+        -- integer, as `query_metrics` stores it (sql/schema.sql): the per-query file's type
+        any_value(scored_rows.n_relevant)::integer as n_relevant,
+        any_value(scored_rows.is_annotated) as is_annotated,
+        list(list_position($metric_names::varchar[], scored_rows.metric)::smallint) as places,
+        list(scored_rows.value) as metric_values
+    from scored_rows
+    where scored_rows.partition_date between $start_date and $end_date
+    group by scored_rows.partition_date, scored_rows.trace_id
 ),
 
 final as (
@@ -52,6 +57,8 @@ final as (
         traces.n_retrieved,
         per_trace.n_relevant,
         coalesce(stale_counts.n_stale_labels, 0) as n_stale_labels,
+        per_trace.is_annotated,
+        traces.is_judged,
         list_transform(
             $metric_names::varchar[],
             lambda name, place: per_trace.metric_values[

@@ -53,8 +53,7 @@ from retrieval_pipeline.warehouse.steps import (
     LabelCounts,
     MetricCounts,
     build_labels,
-    compute_query_metrics,
-    query_metrics_wide,
+    trace_metrics,
 )
 
 if TYPE_CHECKING:  # the configuration's models load only where a mapping is given
@@ -237,10 +236,9 @@ def _evaluate_in(
     start, end = ALL_DATES  # the private database holds just this evaluation
     labels = build_labels(conn, start, end, use_corpus=corpus is not None, stale_only=True)
     scored = with_coverage(metrics)
-    counts = compute_query_metrics(
+    wide, counts = trace_metrics(
         conn, scored, start, end, gain, relevance_level, gmax=gmax, judged_only=judged_only
     )
-    wide = query_metrics_wide(conn, scored, start, end)
     judged_metric = coverage_metric(metrics).name
     judged = wide.column(judged_metric)
     # the coverage column stays out of the per-trace table unless it was asked for

@@ -24,7 +24,7 @@ from retrieval_pipeline.metrics import (
 from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.connection import strings_compressed
 from retrieval_pipeline.warehouse.partitions import delete_partitions, insert, replace_partitions
-from retrieval_pipeline.warehouse.session import transaction
+from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sql import load_sql
 
 
@@ -99,16 +99,7 @@ def compute_query_metrics(
 ) -> MetricCounts:
     """Rebuild `query_metrics` (long: one row per trace and metric) for start..end inclusive;
     `gmax` is the top grade of rbp@P and err@K, `judged_only` scores condensed lists."""
-    params = {
-        "start_date": start,
-        "end_date": end,
-        "cutoffs": sorted({m.k for m in metrics if m.k is not None}),
-        "metric_names": [m.name for m in metrics],
-        "relevance_level": check_relevance_level(relevance_level),
-        "exponential_gain": check_gain(gain) == "exponential",
-        "gmax": check_gmax(gmax),
-        "judged_only": bool(judged_only),
-    }
+    params = _metric_params(metrics, start, end, gain, relevance_level, gmax, judged_only)
     with strings_compressed(conn), transaction(conn):
         # the statistics of the old rows go with them (rebuilt on demand: segment_statistics)
         delete_partitions(conn, "segment_statistics", (start, end))
@@ -129,6 +120,28 @@ def compute_query_metrics(
     )
 
 
+def _metric_params(
+    metrics: Sequence[Metric],
+    start: date,
+    end: date,
+    gain: Gain,
+    relevance_level: float,
+    gmax: float,
+    judged_only: bool,
+) -> dict[str, object]:
+    """The parameters of sql/fct_query_metrics.sql, checked."""
+    return {
+        "start_date": start,
+        "end_date": end,
+        "cutoffs": sorted({m.k for m in metrics if m.k is not None}),
+        "metric_names": [m.name for m in metrics],
+        "relevance_level": check_relevance_level(relevance_level),
+        "exponential_gain": check_gain(gain) == "exponential",
+        "gmax": check_gmax(gmax),
+        "judged_only": bool(judged_only),
+    }
+
+
 def build_segment_statistics(conn: duckdb.DuckDBPyConnection, start: date, end: date) -> None:
     """Rebuild the `segment_statistics` of partitions start..end from their `query_metrics` rows
     (sql/agg_segment_statistics.sql): what `segment_metrics` reads, and what a shard hands the
@@ -146,27 +159,76 @@ def build_segment_statistics(conn: duckdb.DuckDBPyConnection, start: date, end: 
         )
 
 
-def query_metrics_wide(
-    conn: duckdb.DuckDBPyConnection, metrics: Sequence[Metric], start: date, end: date
-) -> pa.Table:
-    """One row per trace: trace_id, query_id, segment, variant, n_retrieved, n_relevant,
-    n_stale_labels, then one column per metric (canonical names), null when unannotated; an
-    Arrow table, so that `evaluate` writing Parquet never loads pandas (pandas_deferred)."""
-    columns = [
-        "trace_id",
-        "query_id",
-        "segment",
-        "variant",
-        "n_retrieved",
-        "n_relevant",
-        "n_stale_labels",
-    ]
+def trace_metrics(
+    conn: duckdb.DuckDBPyConnection,
+    metrics: Sequence[Metric],
+    start: date,
+    end: date,
+    gain: Gain = "exponential",
+    relevance_level: float = 1.0,
+    *,
+    gmax: float = DEFAULT_GMAX,
+    judged_only: bool = False,
+) -> tuple[pa.Table, MetricCounts]:
+    """`evaluate`'s per-trace table and its counts, the metrics computed as
+    `compute_query_metrics` computes them but never written: the long rows of
+    sql/fct_query_metrics.sql are grouped per trace as they come (sql/rpt_query_metrics.sql
+    reads them as `scored_rows`), so a private evaluation writes no
+    `query_metrics` rows it would read only once.
+
+    One row per trace, in input order: trace_id, query_id, segment, variant, n_retrieved,
+    n_relevant, n_stale_labels, then one column per metric (canonical names), null when
+    unannotated; an Arrow table, so that `evaluate` writing Parquet never loads pandas
+    (pandas_deferred). The counts are `compute_query_metrics`' (sql/agg_metric_counts.sql's)."""
+    params = _metric_params(metrics, start, end, gain, relevance_level, gmax, judged_only)
     names = [m.name for m in metrics]
-    params = {"start_date": start, "end_date": end, "metric_names": names}
     conn.complete()  # DuckDB 2.0: no new query while an earlier execute() has unread rows
-    table = conn.sql(load_sql("rpt_query_metrics"), params=params).to_arrow_table()
+    scored = conn.sql(load_sql("fct_query_metrics"), params=params)
+    with registered(conn, "scored_rows", scored):
+        table = conn.sql(
+            load_sql("rpt_query_metrics"),
+            params={"start_date": start, "end_date": end, "metric_names": names},
+        ).to_arrow_table()
+    counts = _trace_counts(table)
     values = table.column("metric_values")
-    wide = {column: table.column(column) for column in columns}
+    wide = {column: table.column(column) for column in _TRACE_COLUMNS}
     for i, name in enumerate(names):
         wide[name] = pc.list_element(values, pa.scalar(i, pa.int64())).cast(pa.float64())
-    return pa.Table.from_arrays(list(wide.values()), names=list(wide))
+    return pa.Table.from_arrays(list(wide.values()), names=list(wide)), counts
+
+
+# the per-trace table's columns before its metrics (sql/rpt_query_metrics.sql)
+_TRACE_COLUMNS = (
+    "trace_id",
+    "query_id",
+    "segment",
+    "variant",
+    "n_retrieved",
+    "n_relevant",
+    "n_stale_labels",
+)
+
+
+def _trace_counts(table: pa.Table) -> MetricCounts:
+    """sql/agg_metric_counts.sql's counts over a per-trace table (one row per trace, with
+    is_annotated and is_judged): annotated, of them with no relevant label, labelled by the
+    judgments rather than by labels of their own, and with nothing retrieved."""
+    annotated = table.column("is_annotated")
+
+    def among_annotated(mask: pa.ChunkedArray) -> int:
+        return int(pc.sum(pc.and_kleene(annotated, mask)).as_py() or 0)
+
+    def none(column: str) -> pa.ChunkedArray:
+        values = table.column(column)
+        # a typed scalar: pyarrow infers a Python int's type by importing pandas (pandas_deferred)
+        return pc.equal(values, pa.scalar(0, values.type))
+
+    n_annotated = int(pc.sum(annotated).as_py() or 0)
+    return MetricCounts(
+        traces=table.num_rows,
+        annotated=n_annotated,
+        unannotated=table.num_rows - n_annotated,
+        no_relevant=among_annotated(none("n_relevant")),
+        by_judgments=among_annotated(pc.invert(table.column("is_judged"))),
+        empty=among_annotated(none("n_retrieved")),
+    )

@@ -205,7 +205,6 @@ def test_the_nightly_pipeline_scores_a_day_from_phoenix(
     from retrieval_pipeline.metrics import DEFAULT_METRICS, parse_metrics
     from retrieval_pipeline.warehouse.connection import connect
     from retrieval_pipeline.warehouse.evaluation import run_evaluation
-    from retrieval_pipeline.warehouse.steps import query_metrics_wide
 
     day, _ = day_in_phoenix
     database = tmp_path / "db" / "warehouse.duckdb"
@@ -231,7 +230,12 @@ def test_the_nightly_pipeline_scores_a_day_from_phoenix(
 
     metrics = parse_metrics(list(DEFAULT_METRICS))
     with connect(database) as conn:
-        stored = query_metrics_wide(conn, metrics, DAY, DAY).to_pandas()
+        long = conn.sql(
+            "select trace_id, query_id, segment, variant, metric, value from query_metrics"
+        ).df()
+    stored = long.pivot(
+        index=["trace_id", "query_id", "segment", "variant"], columns="metric", values="value"
+    ).reset_index()
     records = tmp_path / "day.jsonl"
     records.write_text("\n".join(json.dumps(r) for r in day) + "\n", encoding="utf-8")
     expected = run_evaluation([records], metrics).per_query

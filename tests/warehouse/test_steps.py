@@ -6,14 +6,22 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
+from retrieval_pipeline.metrics import parse_metrics, with_coverage
 from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
+from retrieval_pipeline.warehouse.judgments import load_judgments
 from retrieval_pipeline.warehouse.partitions import ALL_DATES
-from retrieval_pipeline.warehouse.steps import build_labels
+from retrieval_pipeline.warehouse.steps import (
+    MetricCounts,
+    build_labels,
+    compute_query_metrics,
+    trace_metrics,
+)
 from tests.trace_records import good, unjudged, write_lines
 
 
@@ -98,3 +106,56 @@ def test_a_private_evaluation_writes_only_the_stale_labels_and_counts_them_all(
     assert n_stale.to_dict() == (
         {"two": 1, "graded": 1, "none": 0} if with_corpus else {"two": 0, "graded": 0, "none": 0}
     )
+
+
+def test_evaluates_per_trace_table_equals_the_written_rows_and_their_counts(
+    tmp_path: Path,
+) -> None:
+    """`trace_metrics` (evaluate's: the metric rows grouped per trace as computed, never written)
+    gives the values `compute_query_metrics` writes to `query_metrics` (the nightly's), and the
+    same counts (sql/agg_metric_counts.sql's), by hand: six traces, of them annotated "hit",
+    "all-zero" (no relevant label), "empty" (nothing retrieved) and "by-judgment" (labelled by
+    the judgments); "unjudged" and "all-stale" (its one label's document is gone) are not."""
+    traces = write_lines(
+        tmp_path / "t.jsonl",
+        [
+            json.dumps(good("hit", retrieved_ids=["a", "b"], relevant_ids=["b"])),
+            json.dumps(unjudged("all-zero") | {"relevance_scores": {"a": 0, "b": 0}}),
+            json.dumps(unjudged("unjudged") | {"query_id": "q-none"}),
+            json.dumps(good("empty", retrieved_ids=[], relevance_scores={"a": 2})),
+            json.dumps(good("all-stale", relevant_ids=["gone"])),
+            json.dumps(unjudged("by-judgment") | {"query_id": "q-judged"}),
+        ],
+    )
+    judgments = tmp_path / "j.jsonl"
+    judgments.write_text('{"query_id": "q-judged", "doc_id": "a", "grade": 3}\n')
+    corpus = tmp_path / "corpus.csv"
+    corpus.write_text("doc_id,added_at,deleted_at\na,,\nb,,\n")
+    metrics = with_coverage(parse_metrics("ndcg@2,P@1,mrr,map,bpref,err@2,rbp@0.5"))
+    conn = connect()
+    load_judgments(conn, [judgments])
+    ingest_traces(conn, [traces])
+    load_corpus(conn, corpus)
+    build_labels(conn, *ALL_DATES, use_corpus=True)
+    table, counts = trace_metrics(conn, metrics, *ALL_DATES)
+    written = compute_query_metrics(conn, metrics, *ALL_DATES)
+    assert counts == written
+    assert counts == MetricCounts(
+        traces=6, annotated=4, unannotated=2, no_relevant=1, by_judgments=1, empty=1
+    )
+    conn.complete()  # DuckDB 2.0: no new query while an earlier execute() has unread rows
+    long = conn.sql("select trace_id, metric, value from query_metrics").df()
+    stored = long.pivot(index="trace_id", columns="metric", values="value")
+    names = [m.name for m in metrics]
+    # input order, the written values (null where unannotated), column for column
+    assert table.column("trace_id").to_pylist() == [
+        "hit", "all-zero", "unjudged", "empty", "all-stale", "by-judgment"
+    ]  # fmt: skip
+    # the per-query file's types: the counts as `traces` and `query_metrics` store them
+    assert [table.schema.field(c).type for c in ("n_retrieved", "n_relevant")] == [pa.int32()] * 2
+    frame = table.to_pandas().set_index("trace_id")
+    pd.testing.assert_frame_equal(
+        frame[names], stored.loc[frame.index, names], check_names=False, check_exact=True
+    )
+    assert frame.loc["hit", "mrr"] == 1 / 2  # the relevant "b" at rank 2
+    assert frame[["mrr"]].isna().sum().item() == 2  # "unjudged" and "all-stale"
