@@ -173,8 +173,8 @@ def trace_metrics(
     """`evaluate`'s per-trace table and its counts, the metrics computed as
     `compute_query_metrics` computes them but never written: the long rows of
     sql/fct_query_metrics.sql are grouped per trace as they come (sql/rpt_query_metrics.sql
-    reads them as `scored_rows`), so a private evaluation writes no
-    `query_metrics` rows it would read only once.
+    reads them as `scored_rows`), so a private evaluation writes no `query_metrics` rows it
+    would read only once.
 
     One row per trace, in input order: trace_id, query_id, segment, variant, n_retrieved,
     n_relevant, n_stale_labels, then one column per metric (canonical names), null when

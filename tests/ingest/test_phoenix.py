@@ -233,9 +233,13 @@ def test_the_nightly_pipeline_scores_a_day_from_phoenix(
         long = conn.sql(
             "select trace_id, query_id, segment, variant, metric, value from query_metrics"
         ).df()
-    stored = long.pivot(
-        index=["trace_id", "query_id", "segment", "variant"], columns="metric", values="value"
-    ).reset_index()
+    stored = (
+        long.pivot(
+            index=["trace_id", "query_id", "segment", "variant"], columns="metric", values="value"
+        )
+        .rename_axis(columns=None)
+        .reset_index()
+    )
     records = tmp_path / "day.jsonl"
     records.write_text("\n".join(json.dumps(r) for r in day) + "\n", encoding="utf-8")
     expected = run_evaluation([records], metrics).per_query
