@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.text import closest, printable
 
 # The stage a record scores (its `stage` field): the first-stage ranking, and a reranker's input
@@ -71,6 +72,12 @@ _RANGE_WORDS = "is out of range (0001-01-01 to 9999-12-31 in UTC)"
 MAX_GRADE = 100
 # The words of the rule, for every reader that applies it (trace records, judgments).
 GRADE_RANGE = f"must be a grade from 0 to {MAX_GRADE}"
+# A trace's segment may not be the overall rows' (sql/macros.sql, overall_segment_reason(), words
+# it the same): its rows would be pooled with them, its traces counted twice.
+OVERALL_SEGMENT_REASON = (
+    f"segment {json.dumps(OVERALL_SEGMENT)} is reserved for all segments together in reports"
+    " and checks; rename this segment"
+)
 _BOM = "\ufeff"
 _TOO_DEEP = (
     f"JSON nested too deeply to read one record at a time (lists or objects more than about "
@@ -273,6 +280,8 @@ def parse_record(obj: object) -> TraceRecord:
     scores_raw = obj.get("relevance_scores")
     scores = None if scores_raw is None else _grades(scores_raw)
     segment = _optional_text(obj, "segment", "unknown")
+    if segment == OVERALL_SEGMENT:
+        raise RecordError(OVERALL_SEGMENT_REASON, "segment")
     variant = _optional_text(obj, "variant", "default")
     label_source = _optional_text(obj, "label_source", None)
 

@@ -2,7 +2,9 @@
 
 The overall row of a day (every segment together) is stored under `OVERALL_SEGMENT`; a rule or
 threshold that applies to every segment is keyed `ALL_SEGMENTS`. Both are reserved: a trace's own
-segment never takes either name's meaning.
+segment never takes either name's meaning. A trace whose segment is `OVERALL_SEGMENT` is
+quarantined (records.OVERALL_SEGMENT_REASON), since its rows would be pooled with the overall
+ones; `ALL_SEGMENTS` is a name only thresholds and rules give.
 """
 
 from __future__ import annotations

@@ -118,6 +118,17 @@ end;
 -- hold the two equal): with exponential gain a grade of 1024 is an infinite gain and nDCG NaN.
 create or replace temp macro max_grade() as 100;
 
+-- The segment of the rows that pool every segment of a variant (retrieval_pipeline.segments.
+-- OVERALL_SEGMENT; tests hold the two equal). A trace may not name its own segment so: its rows
+-- would be pooled with the overall ones, counting its traces twice.
+create or replace temp macro overall_segment() as '__all__';
+
+-- The quarantine reason of a trace whose segment is overall_segment(); records.parse_record
+-- words it the same.
+create or replace temp macro overall_segment_reason() as
+'segment ' || to_json(overall_segment())
+|| ' is reserved for all segments together in reports and checks; rename this segment';
+
 -- The quarantine reason of a record repeating a valid record's trace_id, naming that first
 -- record; one wording for every statement that ranks repeats (a piece's, across pieces, across
 -- shards), so one can recognise another's.

@@ -53,6 +53,8 @@ checked as (
             trace_id <> ''
             and query_id <> ''
             and served_at is not null
+            -- a segment named as the overall rows goes to the JSON lane, which names it
+            and segment is distinct from overall_segment()
             -- ids: no empty string (list_position gives null when it finds none) and no null
             and list_position(retrieved_ids, '') is null
             and list_count(retrieved_ids) = len(retrieved_ids)

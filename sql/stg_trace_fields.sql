@@ -251,6 +251,9 @@ verdicts as (
                 reason := 'segment must be a string (got '
                 || json_type_in_words(segment_type) || ')'
             )
+            when json_extract_string(f.segment, '$') = overall_segment() then struct_pack(
+                field := 'segment', reason := overall_segment_reason()
+            )
             when variant_type not in ('NULL', 'VARCHAR') then struct_pack(
                 field := 'variant',
                 reason := 'variant must be a string (got '

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from retrieval_pipeline.ingest import jsonl
 from retrieval_pipeline.ingest.files import TraceFileError
-from retrieval_pipeline.records import RecordError, parse_line
+from retrieval_pipeline.records import OVERALL_SEGMENT_REASON, RecordError, parse_line
 from retrieval_pipeline.warehouse import connection, ingestion, sources
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 from tests.processes import default_signals
@@ -147,6 +147,13 @@ BAD_RECORDS = [
     ),
     (json.dumps(good("s0", segment=3)), "segment", "segment must be a string (got an integer)"),
     (json.dumps(good("v0", variant=["a"])), "variant", "variant must be a string (got a list)"),
+    # the overall rows' name: the trace would be pooled with them, counted twice
+    (
+        json.dumps(good("s1", segment="__all__")),
+        "segment",
+        'segment "__all__" is reserved for all segments together in reports and checks;'
+        " rename this segment",
+    ),
 ]
 
 
@@ -189,24 +196,26 @@ def test_duplicate_trace_id_quarantines_the_later_one_across_files(tmp_path: Pat
 def test_parquet_rows_follow_the_same_rules(tmp_path: Path) -> None:
     table = pa.table(
         {
-            "trace_id": ["p1", "p2", "p3"],
-            "query_id": ["q", "q", "q"],
-            "timestamp": ["2026-11-30T01:00:00Z", "2026-11-30T02:00:00Z", "bad"],
-            "retrieved_ids": [["a", "b"], ["b", None], ["a"]],
+            "trace_id": ["p1", "p2", "p3", "p4"],
+            "query_id": ["q", "q", "q", "q"],
+            "timestamp": ["2026-11-30T01:00:00Z", "2026-11-30T02:00:00Z", "bad", "2026-11-30"],
+            "retrieved_ids": [["a", "b"], ["b", None], ["a"], ["a"]],
             "relevance_scores": pa.array(
-                [[("b", 2.0)], [("a", 1.0)], []], type=pa.map_(pa.string(), pa.float64())
+                [[("b", 2.0)], [("a", 1.0)], [], []], type=pa.map_(pa.string(), pa.float64())
             ),
+            "segment": [None, None, None, "__all__"],
         }
     )
     path = tmp_path / "t.parquet"
     pq.write_table(table, path)
     run = run_evaluation(path, "mrr")
-    assert (run.ingest.read, run.ingest.valid) == (3, 1)
+    assert (run.ingest.read, run.ingest.valid) == (4, 1)
     assert run.per_query.iloc[0]["mrr"] == pytest.approx(1 / 2)
     reasons = dict(zip(run.quarantine.source_line, run.quarantine.reason, strict=True))
     assert reasons == {
         2: "retrieved_ids[1] is null; ids must be non-empty strings or integers",
         3: 'unparsable timestamp "bad"',
+        4: OVERALL_SEGMENT_REASON,
     }
 
 

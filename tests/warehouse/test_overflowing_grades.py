@@ -18,8 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from retrieval_pipeline.metrics import parse_metrics
-from retrieval_pipeline.records import MAX_GRADE, RecordError, parse_line
+from retrieval_pipeline.records import (
+    MAX_GRADE,
+    OVERALL_SEGMENT_REASON,
+    RecordError,
+    parse_line,
+)
 from retrieval_pipeline.reference import RetrievalMetricsEvaluator, score_trace
+from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.evaluation import EvaluationRun, run_evaluation
 
@@ -193,9 +199,11 @@ def test_the_reference_scorer_refuses_labels_it_cannot_score() -> None:
     assert scores == {"ndcg@10": pytest.approx(1 / math.log2(3))}
 
 
-def test_both_validators_hold_the_same_maximum() -> None:
+def test_both_validators_hold_the_same_maximum_and_reserved_segment() -> None:
     conn = connect(":memory:")
     try:
         assert conn.execute("select max_grade()").fetchone() == (MAX_GRADE,)
+        row = conn.execute("select overall_segment(), overall_segment_reason()").fetchone()
+        assert row == (OVERALL_SEGMENT, OVERALL_SEGMENT_REASON)
     finally:
         conn.close()

@@ -122,6 +122,7 @@ def test_a_plain_piece_is_read_by_the_plain_lane_alone(conn: duckdb.DuckDBPyConn
         (record("t9", retrieved_ids=["d1", None]), "retrieved_ids[1] is null"),
         (record("t9", relevant_ids=[""]), "relevant_ids[0] is an empty string"),
         (record("t9", timestamp="epoch"), "unparsable timestamp"),
+        (record("t9", segment="__all__"), 'segment "__all__" is reserved'),
         (record("t9", timestamp="0000-12-31T23:00:00Z"), "is out of range"),
         (record("t9", timestamp="9999-12-31T23:00:00-02:00"), "is out of range"),
         (
