@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 
+from retrieval_pipeline.config import config_from_mapping
 from retrieval_pipeline.metrics import parse_metrics, with_coverage
+from retrieval_pipeline.records import OVERALL_SEGMENT_REASON
 from retrieval_pipeline.warehouse.connection import connect
 from retrieval_pipeline.warehouse.corpus import load_corpus
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.judgments import load_judgments
+from retrieval_pipeline.warehouse.nightly import build_segment_metrics
 from retrieval_pipeline.warehouse.partitions import ALL_DATES
 from retrieval_pipeline.warehouse.steps import (
     MetricCounts,
@@ -159,3 +163,34 @@ def test_evaluates_per_trace_table_equals_the_written_rows_and_their_counts(
     )
     assert frame.loc["hit", "mrr"] == 1 / 2  # the relevant "b" at rank 2
     assert frame[["mrr"]].isna().sum().item() == 2  # "unjudged" and "all-stale"
+
+
+def test_a_trace_named_as_the_overall_segment_is_quarantined_not_pooled_twice(
+    tmp_path: Path,
+) -> None:
+    """A trace whose segment is `__all__` would be pooled with the overall rows (before, the day
+    below had four `__all__` rows of mrr, with means 0.50 and 0.75): it is quarantined, and the
+    overall row is the faq trace's alone, mrr 1/1 (its relevant "a" at rank 1)."""
+    traces = write_lines(
+        tmp_path / "t.jsonl",
+        [
+            json.dumps(good("faq", retrieved_ids=["a", "b"], relevant_ids=["a"], segment="faq")),
+            json.dumps(
+                good("all", retrieved_ids=["a", "b"], relevant_ids=["b"], segment="__all__")
+            ),
+        ],
+    )
+    day = date(2026, 11, 30)
+    config = config_from_mapping({"metrics": ["mrr"]})
+    conn = connect()
+    counts = ingest_traces(conn, [traces], partition_date=day)
+    assert (counts.read, counts.valid, counts.quarantined) == (2, 1, 1)
+    load_corpus(conn, None)
+    build_labels(conn, day, day, use_corpus=False)
+    compute_query_metrics(conn, config.scored_metrics(), day, day)
+    rows = build_segment_metrics(conn, config, day, day)
+    mrr = rows[rows.metric == "mrr"][["segment", "traces", "mean"]]
+    assert sorted(mrr.itertuples(index=False, name=None)) == [("__all__", 1, 1.0), ("faq", 1, 1.0)]
+    conn.complete()  # DuckDB 2.0: no new query while an earlier execute() has unread rows
+    reason = conn.execute("select field, reason from quarantine").fetchall()
+    assert reason == [("segment", OVERALL_SEGMENT_REASON)]
