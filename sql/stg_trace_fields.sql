@@ -64,6 +64,7 @@ typed as (
         json_value_type(f.relevant_ids) as relevant_type,
         json_value_type(f.relevance_scores) as scores_type,
         json_type(f.segment) as segment_type,
+        json_extract_string(f.segment, '$') as segment_text,
         json_type(f.variant) as variant_type,
         json_type(f.label_source) as label_source_type,
         case when retrieved_type = 'ARRAY' then f.retrieved_ids end as retrieved_json,
@@ -251,7 +252,7 @@ verdicts as (
                 reason := 'segment must be a string (got '
                 || json_type_in_words(segment_type) || ')'
             )
-            when json_extract_string(f.segment, '$') = overall_segment() then struct_pack(
+            when segment_text = overall_segment() then struct_pack(
                 field := 'segment', reason := overall_segment_reason()
             )
             when variant_type not in ('NULL', 'VARCHAR') then struct_pack(
@@ -280,7 +281,7 @@ final as (
         trace_id_text as trace_id,
         query_id_text as query_id,
         served_at,
-        json_extract_string(f.segment, '$') as segment,
+        segment_text as segment,
         json_extract_string(f.variant, '$') as variant,
         json_extract_string(f.label_source, '$') as label_source,
         retrieved_raw as retrieved_ids,
