@@ -108,8 +108,7 @@ def stage_rows(runs: Mapping[str, EvaluationRun], names: Sequence[str]) -> Stage
     )
     per_query = {STAGE_RERANKER_INPUT: given, STAGE_RERANKER: reranked}
     if given.empty:
-        empty = stage_means("", _no_rows(names), names)
-        return StageDay(empty, gains_frame([]), [], per_query)
+        return _no_stage_day(names, per_query)
     means = pd.concat(
         [stage_means(stage, rows, names) for stage, rows in per_query.items()], ignore_index=True
     )
@@ -131,8 +130,7 @@ def score_stage_day(
     names = [m.name for m in metrics]
     if not may_hold_reranker_spans(traces()):
         nothing = _no_rows(names)
-        per_query = {STAGE_RERANKER_INPUT: nothing, STAGE_RERANKER: nothing}
-        return StageDay(stage_means("", nothing, names), gains_frame([]), [], per_query)
+        return _no_stage_day(names, {STAGE_RERANKER_INPUT: nothing, STAGE_RERANKER: nothing})
     runs = stage_runs(traces, metrics, (STAGE_RERANKER_INPUT,), reading, **labelled)
     if not runs[STAGE_RERANKER_INPUT].per_query["trace_id"].str.endswith(INPUT_SUFFIX).any():
         runs[STAGE_RERANKER] = runs[STAGE_RERANKER_INPUT]  # nothing of a reranker in either
@@ -143,6 +141,11 @@ def score_stage_day(
 
 def _no_rows(names: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(columns=["trace_id", "segment", "variant", *names])
+
+
+def _no_stage_day(names: Sequence[str], per_query: dict[str, pd.DataFrame]) -> StageDay:
+    """A day without a reranker span: no stage's means, no gain, the records as given."""
+    return StageDay(stage_means("", _no_rows(names), names), gains_frame([]), [], per_query)
 
 
 def write_stage_day(conn: duckdb.DuckDBPyConnection, day: date, rows: StageDay) -> None:
