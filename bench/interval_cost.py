@@ -59,13 +59,16 @@ def worker(size: int, repeat: int) -> dict[str, object]:
     from retrieval_pipeline.config import PipelineConfig, thresholds_frame
     from retrieval_pipeline.intervals import Z_95
     from retrieval_pipeline.metrics import parse_metrics
-    from retrieval_pipeline.segments import OVERALL_SEGMENT
     from retrieval_pipeline.warehouse.connection import close_scratch, connect, memory_limit
     from retrieval_pipeline.warehouse.corpus import load_corpus
     from retrieval_pipeline.warehouse.ingestion import ingest_traces
     from retrieval_pipeline.warehouse.session import registered
     from retrieval_pipeline.warehouse.sql import load_sql
-    from retrieval_pipeline.warehouse.steps import build_labels, compute_query_metrics
+    from retrieval_pipeline.warehouse.steps import (
+        build_labels,
+        build_segment_statistics,
+        compute_query_metrics,
+    )
 
     ds = dataset(size, 7, None)
     day: date = ds.day
@@ -77,9 +80,10 @@ def worker(size: int, repeat: int) -> dict[str, object]:
     load_corpus(conn, ds.corpus)
     build_labels(conn, day, day, use_corpus=True)
     compute_query_metrics(conn, parse_metrics(list(METRICS)), day, day, "linear", 1.0)
+    build_segment_statistics(conn, day, day)  # what agg_segment_metrics reads (as the nightly)
     scored = conn.execute("select count(*) from query_metrics where value is not null").fetchone()
     statement = load_sql("agg_segment_metrics")
-    params = {"start_date": day, "end_date": day, "overall_segment": OVERALL_SEGMENT}
+    params = {"start_date": day, "end_date": day}
     result: dict[str, object] = {"traces": size, "scored_values": scored[0] if scored else None}
     config = PipelineConfig(metrics=METRICS)
     frames = {}

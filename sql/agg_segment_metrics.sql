@@ -1,8 +1,8 @@
--- Per partition, segment and variant, plus one overall row per variant (segment = $overall_segment,
--- every segment of that variant pooled): traces, annotated traces (judged_traces of them labelled
--- by the judgments, the others by labels of their own), annotation coverage, and for
--- every metric in query_metrics (one row per metric) its mean over the annotated traces with a 95%
--- confidence interval, its threshold and its status.
+-- Per partition, segment and variant, plus one overall row per variant (segment =
+-- overall_segment(), every segment of that variant pooled): traces, annotated traces
+-- (judged_traces of them labelled by the judgments, the others by labels of their own),
+-- annotation coverage, and for every metric in query_metrics (one row per metric) its mean over
+-- the annotated traces with a 95% confidence interval, its threshold and its status.
 --
 -- Interval: Wilson's score interval on an effective sample size (sql/macros_intervals.sql,
 -- docs/intervals.md), which never leaves [0, 1]: Wilson's own for 0/1 values, n / phi traces for
@@ -18,8 +18,8 @@
 --   fail          no mean where a verdict is due (min_annotated = 0 and no annotated trace);
 --   pass / fail   mean >= threshold / mean < threshold.
 -- A missing or NaN mean never passes. margin = mean - threshold (negative when failing).
--- Parameters: $start_date, $end_date (partitions, inclusive), $overall_segment, $z (the
--- interval's normal quantile, 1.96 for 95%).
+-- Parameters: $start_date, $end_date (partitions, inclusive), $z (the interval's normal quantile,
+-- 1.96 for 95%).
 
 with
 

@@ -1,5 +1,5 @@
 -- What sql/agg_segment_metrics.sql reads, per partition, segment and variant, plus one overall row
--- per variant (segment = $overall_segment, every segment of that variant pooled), for every
+-- per variant (segment = overall_segment(), every segment of that variant pooled), for every
 -- metric the partition scored: its traces, annotated traces and those of them labelled by the
 -- judgments; and of the metric's annotated values, those that are numbers (n_values, their mean
 -- and sample standard deviation) and the NaN ones (not_a_number: a score that could not be
@@ -67,7 +67,7 @@ trace_counts as (
     select
         partition_date,
         variant,
-        if(grouping(segment) = 1, $overall_segment, segment) as segment,
+        if(grouping(segment) = 1, overall_segment(), segment) as segment,
         count(*) as traces,
         count(*) filter (where is_annotated) as annotated_traces,
         count(*) filter (where by_judgments) as judged_traces
@@ -88,7 +88,7 @@ metric_stats as (
         partition_date,
         variant,
         metric,
-        if(grouping(segment) = 1, $overall_segment, segment) as segment,
+        if(grouping(segment) = 1, overall_segment(), segment) as segment,
         count(value) filter (where not isnan(value)) as n_values,
         avg(value) filter (where not isnan(value)) as mean,
         stddev_samp(value) filter (where not isnan(value)) as sd,

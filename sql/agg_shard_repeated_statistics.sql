@@ -1,13 +1,13 @@
 -- The statistics that the records repeated across a day's shards added to their shards'
 -- segment_statistics (sql/agg_segment_statistics.sql, of the same rows): per segment (and
--- overall, segment = $overall_segment) and variant, for each metric, the repeated traces, how
+-- overall, segment = overall_segment()) and variant, for each metric, the repeated traces, how
 -- many are annotated and labelled by the judgments, and their annotated values' count, mean,
 -- sample standard deviation and NaN count. The merge takes them back out of the pooled statistics
 -- (sql/agg_shard_segment_statistics.sql), as it leaves their rows out.
 --
 -- Input: `shard_repeated` (sql/int_shard_repeated_trace_ids.sql: shard, trace_id of each record
 -- left out). Parameters: $trace_files and $metric_files (the shards' traces and query_metrics
--- Parquet files, each row with its shard), $overall_segment. Read only when a record repeats.
+-- Parquet files, each row with its shard). Read only when a record repeats.
 
 with
 
@@ -39,7 +39,7 @@ repeated_rows as (
 
 final as (
     select
-        if(grouping(segment) = 1, $overall_segment, segment) as segment,
+        if(grouping(segment) = 1, overall_segment(), segment) as segment,
         variant,
         metric,
         count(*) as traces,

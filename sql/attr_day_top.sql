@@ -1,5 +1,5 @@
 -- The first $depth documents served to the day's scored traces of a few queries (the registered
--- relation why_shown: segment, variant, metric, query_id; segment $overall_segment is every
+-- relation why_shown: segment, variant, metric, query_id; segment overall_segment() is every
 -- segment): where the unjudged documents now in a query's top k are named. One day's id lists
 -- only (retrieved_ids is the widest column of traces), and only where the warehouse stores them.
 
@@ -24,7 +24,7 @@ scored as (
             query_metrics.query_id = shown.query_id
             and query_metrics.variant = shown.variant
             and query_metrics.metric = shown.metric
-            and (shown.segment = $overall_segment or query_metrics.segment = shown.segment)
+            and (shown.segment = overall_segment() or query_metrics.segment = shown.segment)
     where
         query_metrics.partition_date = $day
         and query_metrics.is_annotated

@@ -1,5 +1,5 @@
 -- Why the candidate is worse than control in the nightly's comparison: per worse cell (the
--- registered relation why_cells: segment, metric; segment $overall_segment is every segment)
+-- registered relation why_cells: segment, metric; segment overall_segment() is every segment)
 -- the paired queries of the window $start_date..$end_date (inclusive) as
 -- sql/rpt_comparison_pairs.sql pairs them: each arm's annotated values of a query averaged
 -- (a NaN or null value counts in no mean), a query paired when both arms have one. A query's
@@ -54,7 +54,7 @@ per_query as (
     inner join cells
         on
             window_metrics.metric = cells.metric
-            and (cells.segment = $overall_segment or window_metrics.segment = cells.segment)
+            and (cells.segment = overall_segment() or window_metrics.segment = cells.segment)
     group by cells.segment, cells.metric, window_metrics.query_id
 ),
 

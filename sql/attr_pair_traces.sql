@@ -1,5 +1,5 @@
 -- The scored traces of a few paired queries (the registered relation why_pairs: segment,
--- metric, query_id; segment $overall_segment is every segment) in both arms of the nightly's
+-- metric, query_id; segment overall_segment() is every segment) in both arms of the nightly's
 -- comparison window $start_date..$end_date (inclusive): ranking as served (the labels with their
 -- ranks), the labels the corpus made stale, and the metric's value, so that each query's
 -- difference candidate - control can be re-scored with control's labels
@@ -32,7 +32,7 @@ scored as (
         on
             query_metrics.query_id = wanted.query_id
             and query_metrics.metric = wanted.metric
-            and (wanted.segment = $overall_segment or query_metrics.segment = wanted.segment)
+            and (wanted.segment = overall_segment() or query_metrics.segment = wanted.segment)
     where
         query_metrics.partition_date between $start_date and $end_date
         and query_metrics.variant in ($control, $candidate)

@@ -1,5 +1,5 @@
 -- Why a segment's mean moved: per finding (segment, variant, metric: the registered relation
--- why_findings; segment $overall_segment is every segment of the variant) and per query, the
+-- why_findings; segment overall_segment() is every segment of the variant) and per query, the
 -- day's and the baseline window's annotated traces and mean, each query's share of its side's
 -- traces, and an exact split of the change (docs/why.md):
 --   change = day mean - baseline mean = sum over queries of within + mix + new_part, where, with
@@ -11,7 +11,7 @@
 -- The terms add up because the shares sum to 1 on each side: sum (s_day - s_base) * B = 0.
 -- Scored traces are those query_metrics scores (annotated, value not null and not NaN), the ones
 -- whose mean the report shows; the baseline pools the window's traces, as rpt_regression does.
--- Parameters: $day, $baseline_start, $baseline_end (inclusive), $overall_segment.
+-- Parameters: $day, $baseline_start, $baseline_end (inclusive).
 
 with
 
@@ -72,7 +72,7 @@ per_query as (
             per_segment.variant = findings.variant
             and per_segment.metric = findings.metric
             and (
-                findings.segment = $overall_segment
+                findings.segment = overall_segment()
                 or per_segment.segment = findings.segment
             )
     group by findings.segment, findings.variant, findings.metric, per_segment.query_id

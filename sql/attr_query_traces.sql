@@ -1,5 +1,5 @@
 -- The scored traces of a few queries (the registered relation why_queries: segment, variant,
--- metric, query_id; segment $overall_segment is every segment) on $day and in the baseline window
+-- metric, query_id; segment overall_segment() is every segment) on $day and in the baseline window
 -- $baseline_start..$baseline_end: ranking as served, the labels and which of them the corpus made
 -- stale, and the metric's value, so that the change of each query can be re-scored with the
 -- baseline's labels (retrieval_pipeline/reports/why_causes.py). Only the traces query_metrics
@@ -32,7 +32,7 @@ scored as (
             query_metrics.query_id = wanted.query_id
             and query_metrics.variant = wanted.variant
             and query_metrics.metric = wanted.metric
-            and (wanted.segment = $overall_segment or query_metrics.segment = wanted.segment)
+            and (wanted.segment = overall_segment() or query_metrics.segment = wanted.segment)
     where
         (
             query_metrics.partition_date = $day

@@ -1,5 +1,5 @@
 -- Why a reranker stage finding moved: per finding (the registered relation why_stage_findings:
--- segment, variant, metric; segment $overall_segment is every segment, variant $every_variant
+-- segment, variant, metric; segment overall_segment() is every segment, variant $every_variant
 -- every variant) and per query, the reranker spans of $day and of the baseline window
 -- $baseline_start..$baseline_end (inclusive) in stage_query_metrics: their count, the mean of
 -- the reranker's input and of its output, each query's share of its side's spans, and the
@@ -49,7 +49,7 @@ per_query as (
         on
             stage_query_metrics.metric = findings.metric
             and (
-                findings.segment = $overall_segment
+                findings.segment = overall_segment()
                 or stage_query_metrics.segment = findings.segment
             )
             and (

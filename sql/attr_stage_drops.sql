@@ -1,4 +1,4 @@
--- The reranker output's level per segment (and over every segment, segment $overall_segment),
+-- The reranker output's level per segment (and over every segment, segment overall_segment()),
 -- variant and metric on $day and in the baseline window $baseline_start..$baseline_end
 -- (inclusive), from stage_query_metrics: the day's valued outputs' count, mean and sample
 -- standard deviation, and the baseline's pooled mean, so that a significant drop (the day's
@@ -32,7 +32,7 @@ both_levels as (
     union all
     select
         partition_date,
-        $overall_segment as segment,
+        overall_segment() as segment,
         variant,
         metric,
         output_value

@@ -1,5 +1,5 @@
 -- Who served what in a comparison window, as `comparison.SegmentCoverage` counts it: per segment
--- and over every segment (segment = $overall_segment), each arm's traces and annotated traces
+-- and over every segment (segment = overall_segment()), each arm's traces and annotated traces
 -- (with values), and its queries: served, paired (a value in both arms), served by both but not
 -- paired, served by one arm only. The overall row counts a query once across segments. Control
 -- $control, candidate $candidate; partitions $start_date..$end_date (inclusive), day
@@ -36,7 +36,7 @@ trace_rows as (
 
 trace_counts as (
     select
-        if(grouping(segment) = 1, $overall_segment, segment) as segment,
+        if(grouping(segment) = 1, overall_segment(), segment) as segment,
         count(*) filter (where variant = $control) as control_traces,
         count(*) filter (where variant = $candidate) as candidate_traces,
         count(*) filter (
@@ -52,7 +52,7 @@ trace_counts as (
 query_arms as (
     select
         query_id,
-        if(grouping(segment) = 1, $overall_segment, segment) as segment,
+        if(grouping(segment) = 1, overall_segment(), segment) as segment,
         bool_or(variant = $control) as control_served,
         bool_or(variant = $candidate) as candidate_served,
         bool_or(variant = $control and is_annotated) as control_valued,

@@ -1,6 +1,6 @@
 -- The paired queries of a comparison window for one metric ($metric), as
 -- `comparison.PairedDifferences` takes them: per segment (and over every segment, segment =
--- $overall_segment), the number of queries that both arms served with a value for the metric,
+-- overall_segment()), the number of queries that both arms served with a value for the metric,
 -- both arms' means over them, and the list of their differences candidate - control (in no
 -- particular order: the statistics sort them). A query's traces are averaged per arm first; an
 -- unannotated trace (value null) or a NaN value counts in no mean; the overall row averages a
@@ -47,7 +47,7 @@ overall_queries as (
     select
         query_id,
         metric,
-        $overall_segment as segment,
+        overall_segment() as segment,
         sum(control_sum) as control_sum,
         sum(control_values) as control_values,
         sum(candidate_sum) as candidate_sum,

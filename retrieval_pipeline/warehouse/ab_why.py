@@ -29,7 +29,6 @@ from retrieval_pipeline.reports.why_causes import (
     split_query,
     with_entered,
 )
-from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.attribution import scoring_of
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -52,7 +51,6 @@ def comparison_why(
         "end_date": end,
         "control": section.control,
         "candidate": section.candidate,
-        "overall_segment": OVERALL_SEGMENT,
     }
     with registered(conn, "why_cells", pd.DataFrame(cells, columns=["segment", "metric"])):
         top = conn.execute(load_sql("attr_pair_queries"), params | {"top": why.SPLIT_QUERIES}).df()

@@ -66,7 +66,6 @@ def read_window(conn: duckdb.DuckDBPyConnection, day: date, config: PipelineConf
     arm_params = window | {
         "control": section.control,
         "candidate": section.candidate,
-        "overall_segment": OVERALL_SEGMENT,
     }
     pairs: dict[tuple[str, str], PairedDifferences] = {}
     for metric in metrics:

@@ -22,7 +22,6 @@ from retrieval_pipeline.metrics import parse_metric
 from retrieval_pipeline.reports import why
 from retrieval_pipeline.reports.regression import RegressionReport
 from retrieval_pipeline.reports.why_causes import Scoring
-from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.text import finite
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -54,7 +53,6 @@ def explain_findings(
         return ()
     start, end = config.baseline.window(day)
     window = {"day": day, "baseline_start": start, "baseline_end": end}
-    params = {**window, "overall_segment": OVERALL_SEGMENT}
     keys_frame = pd.DataFrame(
         [f[:3] for f in unique], columns=["segment", "variant", "metric"]
     ).drop_duplicates()
@@ -65,7 +63,7 @@ def explain_findings(
         with registered(conn, "why_findings", keys_frame):
             conn.execute(
                 "create temporary table why_query_changes as " + load_sql("attr_query_changes"),
-                params,
+                window,
             )
         parts = conn.execute(load_sql("attr_finding_parts")).df()
         top = conn.execute(load_sql("attr_top_queries"), {"top": why.SPLIT_QUERIES}).df()
@@ -75,7 +73,7 @@ def explain_findings(
         return why.explain(unique, parts, top, {}, {})
     keys = ["segment", "variant", "metric", "query_id"]
     with registered(conn, "why_queries", why.split_plan(top)[keys]):
-        rows = _records(conn, "attr_query_traces", {**params, "per_side": why.TRACES_PER_SIDE})
+        rows = _records(conn, "attr_query_traces", {**window, "per_side": why.TRACES_PER_SIDE})
     scorings = {metric: scoring_of(config, metric) for metric in keys_frame["metric"].unique()}
     explained = why.explain(unique, parts, top, why.query_traces(rows), scorings)
     wanted = why.served_ids_wanted(explained)
@@ -85,9 +83,7 @@ def explain_findings(
     shown = pd.DataFrame(wanted, columns=keys)
     depth = max(scoring_of(config, str(m)).depth for m in shown["metric"].unique())
     with registered(conn, "why_shown", shown):
-        served = _records(
-            conn, "attr_day_top", {"day": day, "overall_segment": OVERALL_SEGMENT, "depth": depth}
-        )
+        served = _records(conn, "attr_day_top", {"day": day, "depth": depth})
     tops = {str(r["trace_id"]): r["top_ids"] or [] for r in served}
     chosen = set(wanted)
     kept = [r for r in rows if (r["segment"], r["variant"], r["metric"], r["query_id"]) in chosen]

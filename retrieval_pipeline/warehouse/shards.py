@@ -28,7 +28,6 @@ import pyarrow.parquet as pq
 
 from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.metrics import DEFAULT_GMAX, Gain, Metric
-from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.shards import MANIFEST, DayFile, filesystem
 from retrieval_pipeline.text import json_text
 from retrieval_pipeline.warehouse.connection import (
@@ -289,7 +288,6 @@ def merge_shards(
             {
                 "trace_files": files("traces"),
                 "metric_files": files("query_metrics"),
-                "overall_segment": OVERALL_SEGMENT,
             },
         )
         texts = _repeated_texts(conn)
@@ -397,7 +395,7 @@ def _pool_statistics(
     delete_partitions(conn, "segment_statistics", [day])
     conn.execute(  # the merged rows' own, computed as one process computes them
         "create or replace temp table merged_statistics as " + load_sql("agg_segment_statistics"),
-        {"start_date": day, "end_date": day, "overall_segment": OVERALL_SEGMENT},
+        {"start_date": day, "end_date": day},
     )
     insert(
         conn,

@@ -22,7 +22,6 @@ from retrieval_pipeline.reports.stage_why import (
     stage_drops,
     stage_findings,
 )
-from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.session import registered
 from retrieval_pipeline.warehouse.sql import load_sql
 
@@ -44,7 +43,6 @@ def explain_stage_day(
         "day": day,
         "baseline_start": start,
         "baseline_end": end,
-        "overall_segment": OVERALL_SEGMENT,
     }
     conn.complete()
     findings += stage_drops(conn.execute(load_sql("attr_stage_drops"), window).df(), findings)

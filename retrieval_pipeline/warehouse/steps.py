@@ -21,7 +21,6 @@ from retrieval_pipeline.metrics import (
     check_gmax,
     check_relevance_level,
 )
-from retrieval_pipeline.segments import OVERALL_SEGMENT
 from retrieval_pipeline.warehouse.connection import strings_compressed
 from retrieval_pipeline.warehouse.partitions import delete_partitions, insert, replace_partitions
 from retrieval_pipeline.warehouse.session import registered, transaction
@@ -148,15 +147,10 @@ def build_segment_statistics(conn: duckdb.DuckDBPyConnection, start: date, end: 
     merge. A sharded day's, pooled by the merge from its shards, stay (`compute_query_metrics`
     removes them when it rewrites the day's rows); every other partition's are computed again,
     so that they never outlive the rows they sum up."""
-    dates = {"start_date": start, "end_date": end}
+    dates: dict[str, object] = {"start_date": start, "end_date": end}
     with transaction(conn):
         conn.execute(load_sql("delete_segment_statistics_of_rows"), dates)
-        insert(
-            conn,
-            "segment_statistics",
-            "agg_segment_statistics",
-            dates | {"overall_segment": OVERALL_SEGMENT},
-        )
+        insert(conn, "segment_statistics", "agg_segment_statistics", dates)
 
 
 def trace_metrics(

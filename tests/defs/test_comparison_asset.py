@@ -266,6 +266,7 @@ def test_the_warehouse_aggregates_equal_the_rows_aggregated_in_pandas(
     )
     start, end = config.comparison.window(END)
     with duckdb.connect(str(setup.database), read_only=True) as conn:
+        connection.create_macros(conn)  # what the warehouse's connections have (connection.connect)
         window = read_window(conn, END, config)
         rows = conn.execute(
             "select * from query_metrics where partition_date between $start and $end",
