@@ -172,7 +172,9 @@ def main(argv: list[str] | None = None) -> None:
         nightly_main(args.size, args.seed)
         return
     ds = dataset(args.size, args.seed)
+    from retrieval_pipeline.metrics import DEFAULT_GMAX, parse_metrics
     from retrieval_pipeline.warehouse.sql import load_sql
+    from retrieval_pipeline.warehouse.steps import metric_params
 
     lines = [f"# Profile at {args.size:,} traces", ""]
     timings, (conn, raw, stg) = stages(ds)
@@ -191,14 +193,9 @@ def main(argv: list[str] | None = None) -> None:
 
     day = ds.day
     fct = load_sql("fct_query_metrics")
-    params = {
-        "start_date": day,
-        "end_date": day,
-        "cutoffs": [5, 10, 20],
-        "metric_names": list(METRICS),
-        "relevance_level": 1.0,
-        "exponential_gain": False,
-    }
+    # the parameters the nightly binds (steps.compute_query_metrics), with the default top grade
+    metrics = parse_metrics(list(METRICS))
+    params = metric_params(metrics, day, day, "linear", 1.0, DEFAULT_GMAX, judged_only=False)
     lines += ["", "## `sql/fct_query_metrics.sql`, cut at each CTE", ""]
     lines += ["| statement cut at CTE | s (materialised) |", "|---|---|"]
     for name, seconds in cte_costs(conn, fct, params):

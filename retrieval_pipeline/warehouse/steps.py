@@ -98,7 +98,7 @@ def compute_query_metrics(
 ) -> MetricCounts:
     """Rebuild `query_metrics` (long: one row per trace and metric) for start..end inclusive;
     `gmax` is the top grade of rbp@P and err@K, `judged_only` scores condensed lists."""
-    params = _metric_params(metrics, start, end, gain, relevance_level, gmax, judged_only)
+    params = metric_params(metrics, start, end, gain, relevance_level, gmax, judged_only)
     with strings_compressed(conn), transaction(conn):
         # the statistics of the old rows go with them (rebuilt on demand: segment_statistics)
         delete_partitions(conn, "segment_statistics", (start, end))
@@ -119,7 +119,7 @@ def compute_query_metrics(
     )
 
 
-def _metric_params(
+def metric_params(
     metrics: Sequence[Metric],
     start: date,
     end: date,
@@ -174,7 +174,7 @@ def trace_metrics(
     n_relevant, n_stale_labels, then one column per metric (canonical names), null when
     unannotated; an Arrow table, so that `evaluate` writing Parquet never loads pandas
     (pandas_deferred). The counts are `compute_query_metrics`' (sql/agg_metric_counts.sql's)."""
-    params = _metric_params(metrics, start, end, gain, relevance_level, gmax, judged_only)
+    params = metric_params(metrics, start, end, gain, relevance_level, gmax, judged_only)
     names = [m.name for m in metrics]
     conn.complete()  # DuckDB 2.0: no new query while an earlier execute() has unread rows
     scored = conn.sql(load_sql("fct_query_metrics"), params=params)
