@@ -13,9 +13,19 @@ import json
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from bench import flat_merge, guard, merge_steps, shards
+from bench import (
+    common,
+    flat_merge,
+    generate,
+    guard,
+    interval_cost,
+    merge_steps,
+    profile_hotspots,
+    shards,
+)
 from bench.common import REPO
 from bench.smoke import SMOKE_SIZE, run_smoke
 
@@ -122,3 +132,26 @@ def test_the_statistics_check_fails_on_a_count_or_a_mean() -> None:
         flat_merge.compare([["a", "v1", "mrr", 10, 8, 2, 8, 0.500001, 0.25, 0.0, 1.0]], truth)
     with pytest.raises(flat_merge.StatisticsDisagree):
         flat_merge.compare([["a", "v1", "mrr", 10, 8, 2, 8, float("nan"), 0.25, 0.0, 1.0]], truth)
+
+
+@pytest.mark.slow
+def test_the_profiling_scripts_run_on_the_statements_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`profile_hotspots.py` and `interval_cost.py` bind the statements' parameters themselves:
+    both had failed since a statement took a parameter more or less (issue 25's $gmax, the
+    segment statistics), with nothing to say so."""
+    monkeypatch.setattr(generate, "DATA_ROOT", tmp_path / "data")
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(profile_hotspots, "RESULTS", tmp_path / "results")
+    profile_hotspots.main(["--size", str(SMOKE_SIZE)])
+    report = (tmp_path / "results" / f"profile_n{SMOKE_SIZE}.md").read_text()
+    cut = report.split("## `sql/fct_query_metrics.sql`, cut at each CTE")[1].split("\n\n")[1]
+    assert cut.count("\n| ") >= 3  # a row per CTE, each a timed statement
+    row = interval_cost.worker(SMOKE_SIZE, 1)  # asserts both intervals' means equal
+    traces = pq.read_table(generate.dataset(SMOKE_SIZE).parquet, columns=["segment", "variant"])
+    pairs = {tuple(p.values()) for p in traces.to_pylist()}
+    variants = {variant for _, variant in pairs}
+    # a row per segment and variant, and per variant over every segment, for each metric
+    assert row["rows"] == (len(pairs) + len(variants)) * len(common.METRICS)
+    assert isinstance(row["normal_rows_outside"], int)
