@@ -147,7 +147,11 @@ def test_the_profiling_scripts_run_on_the_statements_as_they_are(
     profile_hotspots.main(["--size", str(SMOKE_SIZE)])
     report = (tmp_path / "results" / f"profile_n{SMOKE_SIZE}.md").read_text()
     cut = report.split("## `sql/fct_query_metrics.sql`, cut at each CTE")[1].split("\n\n")[1]
-    assert cut.count("\n| ") >= 3  # a row per CTE, each a timed statement
+    timed = [line.split(" | ")[0].removeprefix("| ") for line in cut.splitlines()[2:]]
+    statement = (REPO / "sql" / "fct_query_metrics.sql").read_text()
+    # a timed row for each of the statement's CTEs (`name as (` opening a line), in its order
+    assert timed == re.findall(r"^(\w+) as \($", statement, flags=re.MULTILINE)
+    assert len(timed) >= 3
     row = interval_cost.worker(SMOKE_SIZE, 1)  # asserts both intervals' means equal
     traces = pq.read_table(generate.dataset(SMOKE_SIZE).parquet, columns=["segment", "variant"])
     pairs = {tuple(p.values()) for p in traces.to_pylist()}
