@@ -309,6 +309,20 @@ def parse_args(
     return args
 
 
+def script_args(
+    workers: dict[str, Any],
+    description: str,
+    argv: list[str],
+    options: dict[str, dict[str, Any]] | None = None,
+) -> argparse.Namespace | None:
+    """A script's arguments (`parse_args`); None when this process is one of its workers
+    (`python -m bench.X worker NAME JOB RESULT`, `run_job`), whose job is then done."""
+    if argv[:1] == ["worker"]:
+        job_worker(workers, argv[1], Path(argv[2]), Path(argv[3]))
+        return None
+    return parse_args(description, argv, options)
+
+
 def write_report(name: str, lines: list[str]) -> Path:
     """Print a Markdown report and keep it as `bench/results/<name>`."""
     RESULTS.mkdir(parents=True, exist_ok=True)

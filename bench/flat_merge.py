@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Process, job_worker, machine_note, parse_args, run_job, write_report
+from bench.common import Process, machine_note, run_job, script_args, write_report
 
 EQUAL = 1e-12
 INJECTED = 1_000  # shard 0's valid records repeated in shard 1
@@ -421,10 +421,8 @@ def table_lines(figures: list[dict[str, Any]], rows_merge: dict[str, Any]) -> li
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["worker"]:
-        job_worker(WORKERS, argv[1], Path(argv[2]), Path(argv[3]))
-        return
-    args = parse_args(
+    args = script_args(
+        WORKERS,
         __doc__.splitlines()[0],
         argv,
         {
@@ -434,6 +432,8 @@ def main(argv: list[str] | None = None) -> None:
             "--data-root": {"type": Path, "default": None},
         },
     )
+    if args is None:  # a worker, done
+        return
     from bench.shards import checked_runs
 
     sizes: list[int] = args.sizes

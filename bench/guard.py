@@ -21,8 +21,10 @@ more on demand:
   "independent of the trace count" (its time and memory depending on the segments, not the
   traces: flat from 1M to 10M), which the guard reads as a ratio <= 1.2x of the whole merge's
   seconds: the merge at 1M took 6.4 to 7.2 s across runs and shard counts with nothing changed
-  (bench/README.md, "Shards"), 1.13x, so 1.0 cannot be asked of a shared machine. Today's merge
-  writes every trace's rows, so its ratio from 1M to 10M is about 9x, linear in the traces.
+  (bench/README.md, "Shards"), 1.13x, so 1.0 cannot be asked of a shared machine. Until
+  2026-12-07 the merge wrote every trace's rows, and its ratio from 1M to 10M was about 9x; it
+  now links the shards' files (docs/scaling.md), and reads only the valid ids.
+  `bench/merge_scale.py` measures it on one day's outputs replicated, without the shards' runs.
 
 The ratios are each the best of `--rounds` alternating rounds, measured side by side in one run
 (this machine is shared and noisy; only ratios within one run mean anything); the nightly

@@ -261,11 +261,12 @@ def _single(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _summary(job: dict[str, Any]) -> dict[str, Any]:
-    """The day's row counts and its annotated means per segment, variant and metric."""
-    import duckdb
+    """The day's row counts and its annotated means per segment, variant and metric, read as
+    every step reads them (a merged day's rows are its shards' files, under the tables' names)."""
+    from retrieval_pipeline.warehouse.connection import connect
 
     params = {"day": date.fromisoformat(job["day"])}
-    with duckdb.connect(job["db"], read_only=True) as conn:
+    with connect(job["db"]) as conn:
         counts = {
             name: conn.execute(sql, params).fetchall()[0][0] for name, sql in COUNTS_SQL.items()
         }

@@ -12,8 +12,9 @@ quarantined as (
     from read_parquet($files, hive_partitioning = false)
 ),
 
--- only the trace_ids a shard quarantined as repeated are looked up among the valid ids: a day's
--- valid ids are many, its repeats few
+-- only the trace_ids a shard quarantined as repeated are looked up among the valid ids of the
+-- trace_ids valid in several shards (`shard_valid_ids`): one valid in its shard alone keeps the
+-- reason the shard gave, which names that record
 repeated_ids as (
     select distinct trace_id
     from quarantined

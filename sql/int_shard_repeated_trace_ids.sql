@@ -3,7 +3,8 @@
 -- later one (sql/stg_trace_records.sql); a shard keeps its own first, so across shards every
 -- record but the first of its trace_id is repeated here, with the first's file and line.
 -- Input: `shard_valid_ids` (shard, trace_id, file_order, source_file, source_line), the valid
--- records of every shard, each trace_id at most once per shard.
+-- records of every shard whose trace_id is valid in another shard too
+-- (sql/stg_shard_shared_valid_ids.sql), each trace_id at most once per shard.
 
 with
 

@@ -77,6 +77,16 @@ create table if not exists labels (
     stale_reason varchar                -- null: fresh and used for scoring
 );
 
+-- The days of `traces`, `labels` and `query_metrics` whose rows a sharded merge left in its
+-- shards' Parquet beside the warehouse file (<warehouse file>.merged/<table>/partition_date=D/
+-- run=R/, retrieval_pipeline/warehouse/merged_days.py), read under the table's own name: one row
+-- per table and day, naming the merge whose files hold them.
+create table if not exists merged_parts (
+    table_name varchar not null,
+    partition_date date not null,
+    run varchar not null
+);
+
 create table if not exists query_metrics (
     partition_date date not null,
     trace_id varchar not null,

@@ -22,12 +22,14 @@ from bench import (
     generate,
     guard,
     interval_cost,
+    merge_scale,
     merge_steps,
     profile_hotspots,
     shards,
 )
 from bench.common import REPO
 from bench.smoke import SMOKE_SIZE, run_smoke
+from retrieval_pipeline.warehouse.merged_days import MERGED_TABLES
 
 
 @pytest.mark.slow
@@ -36,7 +38,9 @@ def test_every_measurement_runs_and_the_means_agree(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sharded_days_merge_to_the_one_shard_run(tmp_path: Path) -> None:
+def test_sharded_days_merge_to_the_one_shard_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 8 files: each of 4 shards gets 2; `measure` raises when a count or a mean differs
     runs, _ = shards.measure(SMOKE_SIZE, 7, [1, 2, 4], 8, single=True, data_root=tmp_path)
     assert [run.shards for run in runs] == [1, 2, 4]
@@ -49,9 +53,20 @@ def test_sharded_days_merge_to_the_one_shard_run(tmp_path: Path) -> None:
     assert merged["valid"] == SMOKE_SIZE
     timed = merged["seconds"]
     assert isinstance(timed, dict)
-    assert {"insert into query_metrics by name", "insert into labels by name"} <= {
-        " ".join(statement.split()[:5]) for statement in timed
-    }
+    # the merge registers the shards' files and inserts no row of theirs (docs/scaling.md)
+    heads = {" ".join(statement.split()[:5]) for statement in timed}
+    assert {
+        "insert into merged_parts by name",
+        'insert into "warehouse".main.quarantine by name',
+    } <= heads
+    rows = {f'insert into "warehouse".main.{table} by name' for table in MERGED_TABLES}
+    assert not heads & rows, heads & rows
+    # and the merge as the day grows: the day's outputs replicated twice hold twice its traces
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    outputs = merge_steps.default_outputs(SMOKE_SIZE, tmp_path)
+    merge_scale.main(["--outputs", str(outputs), "--copies", "1,2", "--work", str(tmp_path / "x")])
+    figures = (tmp_path / "results" / "merge_scale.md").read_text().splitlines()[2:4]
+    assert [row.split(" | ")[1] for row in figures] == [f"{SMOKE_SIZE:,}", f"{2 * SMOKE_SIZE:,}"]
 
 
 @pytest.mark.slow

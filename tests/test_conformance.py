@@ -15,6 +15,7 @@ that cannot apply is listed in `CELLS` with its reason, and docs/conformance.md 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -27,7 +28,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -40,6 +40,7 @@ from retrieval_pipeline.defs.resources import (
     WarehouseResource,
 )
 from retrieval_pipeline.ingest.trec import read_trec_run
+from retrieval_pipeline.warehouse.connection import connect
 from tests.conformance_data import (
     DAY,
     FILE_KINDS,
@@ -330,7 +331,7 @@ def _config(folder: Path, text: str) -> Path:
 
 
 def _query_metrics(database: Path) -> Values:
-    with duckdb.connect(str(database), read_only=True) as conn:
+    with contextlib.closing(connect(database)) as conn:
         rows = conn.execute("select trace_id, metric, value from query_metrics").fetchall()
     out: Values = {}
     for trace_id, metric, value in rows:

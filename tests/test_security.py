@@ -178,9 +178,13 @@ CONNECTION = re.compile(r"^(conn|connection|con|cursor|duckdb|db)$")
 # The audited sites where SQL text is put together: a table name (an identifier, which cannot
 # be a parameter) checked against a fixed list before use. Values never reach these texts.
 AUDITED = {
-    # both start with `if table not in PARTITIONED_TABLES: raise`
-    ("partitions.py", "delete_partitions", "table"),
-    ("partitions.py", "insert", "table"),
+    # both from `stored(conn, table)`, which starts with `if table not in PARTITIONED_TABLES: raise`
+    ("partitions.py", "delete_partitions", "target"),
+    ("partitions.py", "insert", "stored(conn, table)"),
+    # a name of MERGED_TABLES (the loop's), a variable named after it, and that table's full name
+    ("merged_days.py", "show_merged_rows", "table"),
+    ("merged_days.py", "show_merged_rows", "variable"),
+    ("merged_days.py", "show_merged_rows", "stored_table"),
     ("nightly.py", "_replace", "table"),  # `load_sql(_STATEMENTS[table])` refuses other names
     ("nightly.py", "_read", "_checked(table)"),  # `_checked` refuses names not in _STATEMENTS
 }

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from retrieval_pipeline import resources_budget
+from retrieval_pipeline.warehouse.merged_days import show_merged_rows
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
 from retrieval_pipeline.warehouse.session import transaction
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -105,6 +106,7 @@ def connect(
             ) from exc
         conn.execute("use warehouse")
         prepare(conn, compact_strings)
+        show_merged_rows(conn)  # a sharded day's rows left in Parquet, under the tables' names
     except BaseException:
         conn.close()
         raise

@@ -1,5 +1,9 @@
 """Partition writes: every warehouse table carries `partition_date`, and a write replaces the
-given dates whole or not at all, so re-running a day never duplicates rows."""
+given dates whole or not at all, so re-running a day never duplicates rows.
+
+Writes name the stored table (`stored`): a session may show `traces`, `labels` and
+`query_metrics` as views that add a sharded day's rows left in Parquet (`merged_days`), and
+deleting a day's partitions of those tables forgets its files too."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from datetime import date
 
 import duckdb
 
+from retrieval_pipeline.warehouse.merged_days import qualified, unregister
 from retrieval_pipeline.warehouse.session import transaction
 from retrieval_pipeline.warehouse.sql import load_sql
 
@@ -32,18 +37,18 @@ def delete_partitions(
     conn: duckdb.DuckDBPyConnection, table: str, dates: Sequence[date] | tuple[date, date]
 ) -> None:
     """Delete the partitions: a list of dates, or an inclusive `(start, end)` range."""
-    if table not in PARTITIONED_TABLES:
-        raise ValueError(f"{table!r} is not a partitioned warehouse table")
+    target = stored(conn, table)
     if isinstance(dates, tuple):
         conn.execute(
-            f"delete from {table} where partition_date between $start and $end",
+            f"delete from {target} where partition_date between $start and $end",
             {"start": dates[0], "end": dates[1]},
         )
     else:
         conn.execute(
-            f"delete from {table} where list_contains($dates, partition_date)",
+            f"delete from {target} where list_contains($dates, partition_date)",
             {"dates": list(dates)},
         )
+    unregister(conn, table, dates)
 
 
 def insert(
@@ -53,9 +58,16 @@ def insert(
     params: dict[str, object] | None = None,
 ) -> None:
     """Insert the rows of `sql/<statement>.sql` into `table`."""
+    conn.execute(f"insert into {stored(conn, table)} by name " + load_sql(statement), params or {})
+
+
+def stored(conn: duckdb.DuckDBPyConnection, table: str) -> str:
+    """The stored table's name, qualified by the session's database: a temporary view of the
+    same name (`merged_days.show_merged_rows`) would take an unqualified one. Table names are
+    checked against PARTITIONED_TABLES (they are identifiers, not values)."""
     if table not in PARTITIONED_TABLES:
         raise ValueError(f"{table!r} is not a partitioned warehouse table")
-    conn.execute(f"insert into {table} by name " + load_sql(statement), params or {})
+    return qualified(conn, table)
 
 
 def replace_partitions(

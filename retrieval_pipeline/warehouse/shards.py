@@ -5,16 +5,19 @@ the nightly's single process, in a scratch DuckDB file of its own (never the war
 allows one writer per file), and writes the warehouse's rows of its files as Parquet, with its
 valid trace ids and its segment statistics, manifest last. The merge
 (`merge_shards`) quarantines the valid records whose trace_id another shard holds earlier, as one
-process would, and replaces the day in `traces`, `quarantine`, `labels` and `query_metrics` in one
-transaction: the warehouse then holds one process's rows, and every later step reads them
-unchanged. The day's `segment_statistics`, which `segment_metrics` reads, are the shards' pooled
-(less the repeated records'), checked against those of the merged rows (docs/scaling.md).
+process would, and replaces the day in one transaction: the quarantine's rows inserted, the
+shards' `traces`, `labels` and `query_metrics` files placed beside the warehouse and registered
+(`merged_days`: linked, not inserted, so the merge's time does not grow with the day's rows),
+and the day's `segment_statistics`, which `segment_metrics` reads, the shards' pooled (less the
+repeated records'). Every later step reads one process's rows under the tables' names
+(docs/scaling.md).
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,11 +37,18 @@ from retrieval_pipeline.warehouse.connection import (
     close_scratch,
     connect,
     duckdb_config,
-    strings_compressed,
 )
 from retrieval_pipeline.warehouse.corpus import load_needed_corpus
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.judgments import load_judgments
+from retrieval_pipeline.warehouse.merged_days import (
+    MERGED_TABLES,
+    place,
+    register,
+    run_file,
+    show_merged_rows,
+    sweep,
+)
 from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
 from retrieval_pipeline.warehouse.session import registered, transaction
 from retrieval_pipeline.warehouse.sources import NumberedFiles, raw_record_pieces
@@ -56,6 +66,8 @@ ROW_TABLES = ("traces", "quarantine", "labels", "query_metrics")
 SUMMARY_STATEMENTS = {"segment_statistics": "rpt_day_segment_statistics"}
 # The counts of a shard's manifest that the merge adds up.
 MANIFEST_COUNTS = ("read", "valid", "labels", "stale_labels", "annotated")
+# What a shard scored with, in its manifest: every shard of a day must agree.
+SCORING = "scoring"
 BATCH_ROWS = 65_536
 
 
@@ -163,6 +175,13 @@ def run_shard(
         "stale_labels": labels.stale,
         "annotated": scored.annotated,
         "rows": rows,
+        SCORING: {
+            "metrics": [m.name for m in metrics],
+            "gain": gain,
+            "relevance_level": relevance_level,
+            "gmax": gmax,
+            "judged_only": judged_only,
+        },
     }
     with fs.open_output_stream(f"{base}/{MANIFEST}") as out:  # last: the shard is complete
         out.write(json_text(manifest, indent=2).encode())
@@ -210,14 +229,20 @@ def _write_outputs(
 
 
 def _write_parquet(result: duckdb.DuckDBPyRelation, fs: pafs.FileSystem, path: str) -> int:
-    """Stream a result's rows into one Parquet file (its schema even when it has none)."""
+    """Stream a result's rows into one Parquet file (its schema even when it has none). A local
+    file is written under another name and renamed, so a retried shard writes a new file, never
+    into one a merge has linked beside the warehouse."""
     reader = result.to_arrow_reader(BATCH_ROWS)
     assert reader is not None  # a statement that returns rows
+    local = isinstance(fs, pafs.LocalFileSystem)
+    written = f"{path}.part" if local else path
     count = 0
-    with fs.open_output_stream(path) as out, pq.ParquetWriter(out, reader.schema) as writer:
+    with fs.open_output_stream(written) as out, pq.ParquetWriter(out, reader.schema) as writer:
         for batch in reader:
             writer.write_batch(batch)
             count += batch.num_rows
+    if local:
+        fs.move(written, path)
     return count
 
 
@@ -251,21 +276,26 @@ def read_manifest(folder: str) -> dict[str, object]:
 def merge_shards(
     conn: duckdb.DuckDBPyConnection, day: date, manifests: Sequence[dict[str, object]]
 ) -> MergedDay:
-    """Replace `day` in the warehouse with the shards' rows, exactly as one process writes it."""
+    """Replace `day` in the warehouse with the shards' rows, exactly as one process writes it:
+    the quarantine and the pooled statistics inserted, the rows of `MERGED_TABLES` placed beside
+    the warehouse file and registered (`merged_days`), all in one transaction."""
     folders = [str(manifest["folder"]) for manifest in manifests]
     counts: list[dict[str, int]] = []
     for folder, manifest in zip(folders, manifests, strict=True):
         if read_manifest(folder) != manifest:
             raise ShardOutputError(f"{folder}: its manifest is not the one this run's shard wrote")
         counts.append(_checked_counts(folder, manifest))
+    _check_one_scoring(folders, manifests)
+    run = uuid.uuid4().hex
     with _local_copies(folders) as local:
 
         def files(name: str) -> list[str]:
             return [str(folder / f"{name}.parquet") for folder in local]
 
-        conn.execute(
-            "create or replace temp table shard_valid_ids as select *"
-            " from read_parquet($files, hive_partitioning = false)",
+        _check_rows(folders, manifests, local)
+        conn.execute(  # only the trace_ids valid in two shards or more: few
+            "create or replace temp table shard_valid_ids as "
+            + load_sql("stg_shard_shared_valid_ids"),
             {"files": files("valid_ids")},
         )
         conn.execute(
@@ -291,20 +321,23 @@ def merge_shards(
             },
         )
         texts = _repeated_texts(conn)
-        with registered(conn, "shard_repeated_texts", texts), transaction(conn):
-            for table in ROW_TABLES:
-                delete_partitions(conn, table, [day])
-            for table in ("traces", "labels"):
-                insert(conn, table, "stg_shard_rows", {"files": files(table)})
-            with strings_compressed(conn):  # as the single process writes it (steps.py)
-                insert(conn, "query_metrics", "stg_shard_rows", {"files": files("query_metrics")})
-            insert(
-                conn,
-                "quarantine",
-                "int_shard_quarantine",
-                {"day": day, "files": files("quarantine")},
-            )
-            _pool_statistics(conn, day, files("segment_statistics"), len(manifests))
+        try:
+            placed = {table: files(table) for table in MERGED_TABLES}
+            _place_rows(conn, day, run, placed, [int(str(m["shard"])) for m in manifests])
+            with registered(conn, "shard_repeated_texts", texts), transaction(conn):
+                for table in ROW_TABLES:  # forgets an earlier merge's files of the day too
+                    delete_partitions(conn, table, [day])
+                register(conn, day, run)
+                insert(
+                    conn,
+                    "quarantine",
+                    "int_shard_quarantine",
+                    {"day": day, "files": files("quarantine")},
+                )
+                _pool_statistics(conn, day, files("segment_statistics"), len(manifests))
+        finally:  # the files of the run the day had, or of this one when it failed
+            sweep(conn)
+            show_merged_rows(conn)
     conn.execute("drop table shard_valid_ids")
     conn.execute("drop table shard_repeated")
     conn.execute("drop table shard_repeated_statistics")
@@ -326,6 +359,72 @@ def merge_shards(
         stale_labels=stale - left_out[1],
         annotated=annotated - left_out[2],
     )
+
+
+def _place_rows(
+    conn: duckdb.DuckDBPyConnection,
+    day: date,
+    run: str,
+    files: dict[str, list[str]],
+    numbers: list[int],
+) -> None:
+    """Each table's shard files beside the warehouse for the day's `run` (`files`: in the order
+    of the shards `numbers`): linked as they are, except a shard's files that hold a record
+    repeated across shards, written again without its rows (sql/stg_shard_rows.sql; rare: a
+    record repeated across files of two shards)."""
+    ((shards,),) = conn.execute("select list(distinct shard) from shard_repeated").fetchall()
+    at = [numbers.index(shard) for shard in shards or ()]
+    rewrite = {table: [paths[i] for i in at] for table, paths in files.items()}
+    folder = place(conn, day, run, files, rewrite)
+    local = pafs.LocalFileSystem()
+    for table, paths in rewrite.items():
+        for path in paths:
+            conn.complete()  # DuckDB 2.0: the result before must be finished first
+            kept = conn.sql(load_sql("stg_shard_rows"), params={"files": [path]})
+            target = run_file(folder, table, day, run, files[table].index(path))
+            _write_parquet(kept, local, str(target))
+
+
+def _check_one_scoring(folders: Sequence[str], manifests: Sequence[dict[str, object]]) -> None:
+    """Every shard of the day scored with the same metrics and options: else `ShardOutputError`
+    naming the first that differs (an output of another configuration, or of an earlier release
+    without the record); the fix is to run the day again."""
+    for folder, manifest in zip(folders, manifests, strict=True):
+        if not isinstance(manifest.get(SCORING), dict):
+            raise ShardOutputError(
+                f"{folder}: the shard manifest does not say what it scored with (written by an"
+                " earlier release?); run the day again"
+            )
+    first = manifests[0][SCORING] if manifests else None
+    for folder, manifest in zip(folders, manifests, strict=True):
+        if manifest[SCORING] != first:
+            raise ShardOutputError(
+                f"{folder}: the shard scored with {manifest[SCORING]}, another shard of the day"
+                f" with {first}: the outputs are of two configurations; run the day again"
+            )
+
+
+def _check_rows(
+    folders: Sequence[str], manifests: Sequence[dict[str, object]], local: Sequence[Path]
+) -> None:
+    """Each output file holds the rows its manifest says (read from the file's footer, not its
+    rows): else `ShardOutputError` naming the shard and the file, an output cut short or
+    written again since; checked before the merge writes anything."""
+    for folder, manifest, copy in zip(folders, manifests, local, strict=True):
+        rows = manifest["rows"]
+        assert isinstance(rows, dict)  # _checked_counts
+        for name, expected in rows.items():
+            try:
+                found = pq.read_metadata(copy / f"{name}.parquet").num_rows
+            except (OSError, pa.ArrowInvalid) as exc:
+                raise ShardOutputError(
+                    f"{folder}: {name}.parquet cannot be read ({exc}); run the day again"
+                ) from exc
+            if found != expected:
+                raise ShardOutputError(
+                    f"{folder}: {name}.parquet holds {found} rows where the shard's manifest says"
+                    f" {expected}: the output was cut short or written again; run the day again"
+                )
 
 
 def _checked_counts(folder: str, manifest: dict[str, object]) -> dict[str, int]:
@@ -387,28 +486,12 @@ def _pool_statistics(
     conn: duckdb.DuckDBPyConnection, day: date, statistics: list[str], shards: int
 ) -> None:
     """Replace `day`'s `segment_statistics` with the shards' pooled, less the repeated records'
-    (sql/agg_shard_segment_statistics.sql), inside the merge's transaction. While the merge also
-    writes the day's rows, the pooled statistics must equal the statistics of those rows (counts
-    exactly, means and deviations to 1e-9 relative): else a shard's output is incomplete or
-    from another configuration, and the merge fails, leaving the warehouse as it was, rather
-    than skew a mean."""
+    (sql/agg_shard_segment_statistics.sql), inside the merge's transaction. No statement reads
+    the day's rows here: the merge's time follows the segments, not the traces."""
     delete_partitions(conn, "segment_statistics", [day])
-    conn.execute(  # the merged rows' own, computed as one process computes them
-        "create or replace temp table merged_statistics as " + load_sql("agg_segment_statistics"),
-        {"start_date": day, "end_date": day},
-    )
     insert(
         conn,
         "segment_statistics",
         "agg_shard_segment_statistics",
         {"day": day, "statistics": statistics, "shards": shards},
     )
-    mismatches = conn.execute(load_sql("rpt_shard_statistics_mismatches"), {"day": day}).fetchall()
-    conn.execute("drop table merged_statistics")
-    if mismatches:
-        where = ", ".join("/".join(map(str, row)) for row in mismatches[:5])
-        raise ShardOutputError(
-            f"{day.isoformat()}: the shards' statistics do not add up to the merged rows'"
-            f" for {where} (segment/variant/metric): a shard's output is incomplete or from"
-            " another configuration; run the day again"
-        )

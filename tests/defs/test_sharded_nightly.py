@@ -3,6 +3,7 @@ warehouse rows of the same day run in one process: on the multiprocess executor 
 outputs in a local folder, and on a Dask LocalCluster of two worker processes with them on an S3
 server on 127.0.0.1. Each run is `dagster asset materialize`, as a user runs it."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -11,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pyarrow.fs as pafs
 import pytest
 
 from retrieval_pipeline.shards import filesystem
+from retrieval_pipeline.warehouse.connection import connect
 from tests.defs.dask_cluster import local_cluster, worker_pids
 from tests.defs.moto_s3 import s3_server
 from tests.processes import default_signals
@@ -80,7 +81,7 @@ def _close(got: object, expected: object, where: str) -> None:
 
 def _outputs(folder: Path) -> dict[str, object]:
     reports = folder / "db" / "reports"
-    with duckdb.connect(str(folder / "db" / "warehouse.duckdb"), read_only=True) as conn:
+    with contextlib.closing(connect(folder / "db" / "warehouse.duckdb")) as conn:
         rows = {table: conn.execute(sql).fetchall() for table, sql in TABLES.items()}
     return {
         "regression": json.loads((reports / f"regression_report_{DAY}.json").read_text()),

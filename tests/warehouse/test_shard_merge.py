@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from retrieval_pipeline.metrics import parse_metrics
+from retrieval_pipeline.metrics import Metric, parse_metrics
 from retrieval_pipeline.shards import day_files, deal, shard_folder
 from retrieval_pipeline.warehouse import shards as wshards
 from retrieval_pipeline.warehouse.connection import connect
@@ -40,7 +40,7 @@ TABLES = {
 
 
 def _rows(database: Path) -> dict[str, list[tuple[object, ...]]]:
-    with duckdb.connect(str(database), read_only=True) as conn:
+    with contextlib.closing(connect(database)) as conn:
         return {table: conn.execute(sql).fetchall() for table, sql in TABLES.items()}
 
 
@@ -97,13 +97,13 @@ def _sharded(
     assert (merged.shards, merged.files) == (shards, len(files))
     assert merged.shards_with_files == min(shards, len(files))
     assert merged.repeated_across_shards == REPEATED_ACROSS[shards]
-    with duckdb.connect(str(database), read_only=True) as check:
+    with contextlib.closing(connect(database)) as check:
         ((valid, quarantined),) = check.execute(
             "select (select count(*) from traces), (select count(*) from quarantine)"
         ).fetchall()
     assert (merged.valid, merged.quarantined) == (valid, quarantined)
     # the merge's counts (the manifests' less the repeated records') are the merged rows' counts
-    with duckdb.connect(str(database), read_only=True) as check:
+    with contextlib.closing(connect(database)) as check:
         ((labels, stale, annotated),) = check.execute(
             "select (select count(*) from labels),"
             " (select count(*) from labels where stale_reason is not null),"
@@ -134,7 +134,7 @@ STATISTICS = (
 
 
 def _statistics(database: Path) -> dict[tuple[str, str, str], tuple[object, ...]]:
-    with duckdb.connect(str(database), read_only=True) as conn:
+    with contextlib.closing(connect(database)) as conn:
         return {row[:3]: row[3:] for row in conn.execute(STATISTICS).fetchall()}
 
 
@@ -187,32 +187,67 @@ def test_segment_metrics_keep_a_sharded_day_s_statistics(
     assert {row[-1] for row in _statistics(database).values()} == {0}
 
 
-def test_shard_statistics_that_do_not_add_up_fail_the_merge(
+def _two_shards(
+    files: list[Path], folder: Path, metrics: list[tuple[Metric, ...]] | None = None
+) -> tuple[list[str], list[dict[str, object]]]:
+    """The day's files scored in two shards under `folder` (each with its own metrics, if
+    given): the shard folders and their manifests."""
+    dealt = deal(day_files(files), 2)
+    folders = [shard_folder(str(folder / "shards"), DAY, "run-1", i, 2) for i in range(2)]
+    manifests = [
+        run_shard(
+            share, DAY, None, (metrics or [METRICS, METRICS])[index], "exponential", 1.0, f, index
+        )
+        for index, (share, f) in enumerate(zip(dealt, folders, strict=True))
+    ]
+    return folders, manifests
+
+
+def _left_as_it_was(database: Path) -> None:
+    """Nothing of the day in the warehouse, and no file left beside it."""
+    with contextlib.closing(connect(database)) as conn:
+        ((traces, statistics, parts),) = conn.execute(
+            "select (select count(*) from traces), (select count(*) from segment_statistics),"
+            " (select count(*) from merged_parts)"
+        ).fetchall()
+    assert (traces, statistics, parts) == (0, 0, 0)
+    merged = database.with_name(database.name + ".merged")
+    assert not list(merged.glob("*/*/run=*")), "a failed merge's files are removed"
+
+
+def test_a_shard_output_cut_short_fails_the_merge(
     day: tuple[Path, list[Path]], tmp_path: Path
 ) -> None:
-    """A shard whose statistics are not those of its rows (an output cut short, or of another
-    configuration): the merge names the group and the fix, and leaves the warehouse as it was."""
+    """A shard file holding fewer rows than its manifest says (cut short, or written again
+    since): the merge names the shard, the file and the fix, and leaves the warehouse as it
+    was. Read from the files' footers: the merge reads no shard's rows."""
     _store, files = day
-    dealt = deal(day_files(files), 2)
-    folders = [shard_folder(str(tmp_path / "shards"), DAY, "run-1", i, 2) for i in range(2)]
-    manifests = [
-        run_shard(share, DAY, None, METRICS, "exponential", 1.0, folder, index)
-        for index, (share, folder) in enumerate(zip(dealt, folders, strict=True))
-    ]
-    path = Path(folders[1]) / "segment_statistics.parquet"
+    folders, manifests = _two_shards(files, tmp_path)
+    path = Path(folders[1]) / "query_metrics.parquet"
     table = pq.read_table(path)
-    first_mrr = table["metric"].to_pylist().index("mrr")
-    means = table["mean"].to_pylist()
-    means[first_mrr] = means[first_mrr] + 0.01
-    pq.write_table(table.set_column(table.schema.get_field_index("mean"), "mean", [means]), path)
-    conn = connect(tmp_path / "warehouse.duckdb")
-    with pytest.raises(ShardOutputError, match=r"do not add up.*/mrr.*run the day again"):
+    pq.write_table(table.slice(0, table.num_rows - 5), path)
+    database = tmp_path / "warehouse.duckdb"
+    conn = connect(database)
+    expected = f"query_metrics.parquet holds {table.num_rows - 5} rows where the shard's manifest"
+    with pytest.raises(ShardOutputError, match=rf"shard=1-of-2: {expected}.*run the day again"):
         merge_shards(conn, DAY, manifests)
-    ((traces, statistics),) = conn.execute(
-        "select (select count(*) from traces), (select count(*) from segment_statistics)"
-    ).fetchall()
     conn.close()
-    assert (traces, statistics) == (0, 0)
+    _left_as_it_was(database)
+
+
+def test_shards_of_two_configurations_fail_the_merge(
+    day: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """One shard scored with other metrics: the merge names it and both configurations."""
+    _store, files = day
+    other = parse_metrics("ndcg@10,mrr")
+    _folders, manifests = _two_shards(files, tmp_path, [METRICS, other])
+    database = tmp_path / "warehouse.duckdb"
+    conn = connect(database)
+    with pytest.raises(ShardOutputError, match=r"shard=1-of-2: the shard scored with .*'mrr'\]"):
+        merge_shards(conn, DAY, manifests)
+    conn.close()
+    _left_as_it_was(database)
 
 
 def test_the_day_has_every_case(one_process: Path) -> None:

@@ -1,0 +1,165 @@
+"""A sharded day's rows left in its shards' Parquet, read under the tables' own names.
+
+The merge of a sharded day (`warehouse.shards.merge_shards`) does not insert the day's `traces`,
+`labels` and `query_metrics` rows into the warehouse file: it places each shard's Parquet file of
+the table beside it (a hard link where the shard root is on the same disk, else a copy), under
+`<warehouse file>.merged/<table>/partition_date=YYYY-MM-DD/run=<merge>/`, and registers the day's
+run in `merged_parts` in the transaction that replaces the day. So the merge's time does not grow
+with the day's rows (docs/scaling.md, "The merge step").
+
+Every connection `connect` opens shows those rows under the table's name: a temporary view
+`traces` (and `labels`, `query_metrics`) over the stored table and the registered files
+(`sql/macros_merged_days.sql`), which shadows the stored table for every statement in sql/, so
+no reader changes. Writes name the stored table (`partitions.stored`), and replacing a day's
+partitions of a table (`partitions.delete_partitions`) unregisters its files too: one process
+scoring a merged day again writes its rows as it always did. Files no longer registered (a day
+written again, a merge that failed) are removed at the next merge (`sweep`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from datetime import date
+from pathlib import Path
+
+import duckdb
+
+from retrieval_pipeline.warehouse.sql import load_sql
+
+# The tables whose merged days stay in Parquet; their views' file globs are session variables.
+MERGED_TABLES = ("traces", "labels", "query_metrics")
+FOLDER_SUFFIX = ".merged"
+_VARIABLE = "merged_day_files_{table}"
+_FILES = "partition_date=*/run=*/*.parquet"
+
+
+def merged_folder(conn: duckdb.DuckDBPyConnection) -> Path | None:
+    """The folder of the session's warehouse file for merged days' rows; None for a database
+    that has no file (an in-memory one keeps a merged day's rows in its tables)."""
+    rows = conn.execute(  # fetched whole: DuckDB 2.0 holds an unfinished result against the next
+        "select path from duckdb_databases() where database_name = current_database()"
+    ).fetchall()
+    if not rows or not rows[0][0]:
+        return None
+    path = Path(rows[0][0]).absolute()
+    return path.with_name(path.name + FOLDER_SUFFIX)
+
+
+def show_merged_rows(conn: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create each table's view over its stored rows and the merged days' files, or drop it
+    where no file is there (DuckDB refuses a file pattern that matches nothing)."""
+    folder = merged_folder(conn)
+    if folder is None or not folder.is_dir():  # never merged into: the tables alone
+        return
+    for table in MERGED_TABLES:
+        table_folder = folder / table
+        if not any(table_folder.glob(_FILES)):
+            conn.execute(f"drop view if exists temp.main.{table}")
+            continue
+        conn.execute(load_sql("macros_merged_days"))
+        variable = _VARIABLE.format(table=table)
+        conn.execute(f"set variable {variable} = $files", {"files": str(table_folder / _FILES)})
+        stored_table = qualified(conn, table)
+        # identifiers of MERGED_TABLES and the session's own database; no value is pasted
+        conn.execute(
+            f"create or replace temp view {table} as select * from {stored_table}"
+            " union all by name select * from"
+            f" merged_day_rows('{table}', getvariable('{variable}'))"
+        )
+
+
+def qualified(conn: duckdb.DuckDBPyConnection, table: str) -> str:
+    """`table` of the session's database, by its full name: a temporary view of the same name
+    (`show_merged_rows`) takes the unqualified one. The caller checks the table's name."""
+    ((database,),) = conn.execute("select current_database()").fetchall()
+    return '"' + str(database).replace('"', '""') + f'".main.{table}'
+
+
+def place(
+    conn: duckdb.DuckDBPyConnection,
+    day: date,
+    run: str,
+    files: Mapping[str, Sequence[str]],
+    rewrite: Mapping[str, Sequence[str]] | None = None,
+) -> Path:
+    """Put each table's shard files (`files`: table -> local Parquet paths) in the day's `run`
+    folder of the warehouse's merged folder, unregistered until `register`. A file is linked,
+    or copied where it cannot be; `rewrite` (table -> the files whose rows `rewrite_rows`
+    filters) names the ones to write anew instead. Returns the merged folder."""
+    folder = merged_folder(conn)
+    if folder is None:
+        raise ValueError("a sharded day is merged into a warehouse file, not an in-memory database")
+    for table, paths in files.items():
+        target = folder / table / f"partition_date={day.isoformat()}" / f"run={run}"
+        target.mkdir(parents=True, exist_ok=True)
+        for number, source in enumerate(paths):
+            destination = target / f"shard-{number:04d}.parquet"
+            if rewrite is not None and source in rewrite.get(table, ()):
+                continue  # written by the caller, filtered
+            try:
+                os.link(source, destination)
+            except OSError:  # another disk, or a file system without links
+                shutil.copyfile(source, destination)
+    return folder
+
+
+def run_file(folder: Path, table: str, day: date, run: str, number: int) -> Path:
+    """Where `place` puts shard file `number` of `table` for the day's `run`."""
+    return (
+        folder
+        / table
+        / f"partition_date={day.isoformat()}"
+        / f"run={run}"
+        / f"shard-{number:04d}.parquet"
+    )
+
+
+def register(conn: duckdb.DuckDBPyConnection, day: date, run: str) -> None:
+    """The day's rows of every merged table are those of `run`'s files (inside the transaction
+    that has just deleted the day's partitions, which unregistered any earlier run)."""
+    conn.execute(
+        load_sql("insert_merged_parts"),
+        {"tables": list(MERGED_TABLES), "day": day, "run": run},
+    )
+
+
+def unregister(
+    conn: duckdb.DuckDBPyConnection, table: str, dates: Sequence[date] | tuple[date, date]
+) -> None:
+    """Forget the merged files of `table` for the dates (a list, or an inclusive range)."""
+    if table not in MERGED_TABLES:
+        return
+    span = dates if isinstance(dates, tuple) else (None, None)
+    listed = [] if isinstance(dates, tuple) else list(dates)
+    conn.execute(
+        load_sql("delete_merged_parts"),
+        {"table": table, "start_date": span[0], "end_date": span[1], "dates": listed},
+    )
+
+
+def sweep(conn: duckdb.DuckDBPyConnection) -> int:
+    """Remove the run folders no longer registered (a day written again, a merge that failed)
+    and the day folders left empty; returns the run folders removed. Called with the warehouse's
+    write lock held, by the merge, so no other process reads them."""
+    folder = merged_folder(conn)
+    if folder is None or not folder.is_dir():
+        return 0
+    kept = {
+        (table, day.isoformat(), run)
+        for table, day, run in conn.execute(
+            "select table_name, partition_date, run from merged_parts"
+        ).fetchall()
+    }
+    removed = 0
+    for table in MERGED_TABLES:
+        for day_folder in sorted((folder / table).glob("partition_date=*")):
+            day_text = day_folder.name.partition("=")[2]
+            for run_folder in sorted(day_folder.glob("run=*")):
+                if (table, day_text, run_folder.name.partition("=")[2]) not in kept:
+                    shutil.rmtree(run_folder, ignore_errors=True)
+                    removed += 1
+            if not any(day_folder.iterdir()):
+                day_folder.rmdir()
+    return removed
