@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from retrieval_pipeline import resources_budget
-from retrieval_pipeline.warehouse.merged_days import show_merged_rows
+from retrieval_pipeline.warehouse.merged_days import missing_parts, show_merged_rows
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
 from retrieval_pipeline.warehouse.session import transaction
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -107,6 +107,16 @@ def connect(
         conn.execute("use warehouse")
         prepare(conn, compact_strings)
         show_merged_rows(conn)  # a sharded day's rows left in Parquet, under the tables' names
+        missing = missing_parts(conn)
+        if missing:
+            table, day, run, folder = missing[0]
+            raise UnreadableDatabaseError(
+                f"{database}: the rows of the sharded day {day} ({table}, and"
+                f" {len(missing) - 1} more table-day(s)) are not in {folder}, where the merge left"
+                f" them beside the warehouse file (merge {run}). Put the folder"
+                f" {Path(folder).parents[2]} back, or rebuild the warehouse from the store"
+                ' (docs/ingestion.md, "Rebuilding the warehouse")'
+            )
     except BaseException:
         conn.close()
         raise

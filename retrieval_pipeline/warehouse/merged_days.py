@@ -77,6 +77,24 @@ def qualified(conn: duckdb.DuckDBPyConnection, table: str) -> str:
     return '"' + str(database).replace('"', '""') + f'".main.{table}'
 
 
+def missing_parts(conn: duckdb.DuckDBPyConnection) -> list[tuple[str, date, str, Path]]:
+    """The registered merged days whose run folder holds no file (the `.merged` folder moved or
+    deleted): (table, day, run, the folder looked in). Their rows would be missing from every
+    statement without a word, so `connect` refuses the warehouse instead."""
+    registered = conn.execute(
+        "select table_name, partition_date, run from merged_parts order by all"
+    ).fetchall()
+    if not registered:
+        return []
+    folder = merged_folder(conn)
+    missing = []
+    for table, day, run in registered:
+        run_folder = (folder or Path()) / table / f"partition_date={day.isoformat()}" / f"run={run}"
+        if folder is None or not any(run_folder.glob("*.parquet")):
+            missing.append((str(table), day, str(run), run_folder))
+    return missing
+
+
 def place(
     conn: duckdb.DuckDBPyConnection,
     day: date,

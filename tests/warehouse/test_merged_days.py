@@ -14,7 +14,7 @@ import pytest
 
 from retrieval_pipeline.metrics import parse_metrics
 from retrieval_pipeline.shards import day_files, deal, shard_folder
-from retrieval_pipeline.warehouse.connection import connect
+from retrieval_pipeline.warehouse.connection import UnreadableDatabaseError, connect
 from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.merged_days import MERGED_TABLES
 from retrieval_pipeline.warehouse.shards import merge_shards, run_shard
@@ -134,3 +134,22 @@ def test_a_day_merged_again_or_scored_in_one_process_is_replaced_whole(
         merge_shards(conn, other_day, manifests)
     assert not list(merged_folder.glob(f"*/partition_date={DAY.isoformat()}"))
     assert _counts(database) == (*once[:3], len(MERGED_TABLES))
+
+
+def test_a_warehouse_whose_merged_rows_are_gone_is_refused_naming_the_fix(
+    files: list[Path], tmp_path: Path
+) -> None:
+    """The `.merged` folder moved away: every session refuses the warehouse (its merged days
+    would read as empty), naming the day, the folder and the fix; put back, all is there."""
+    database = tmp_path / "warehouse.duckdb"
+    with contextlib.closing(connect(database)) as conn:
+        merge_shards(conn, DAY, _shards(files, tmp_path / "shards", "run-1"))
+    counts = _counts(database)
+    merged = database.with_name("warehouse.duckdb.merged")
+    merged.rename(tmp_path / "elsewhere")
+    expected = rf"day {DAY} \(labels, and 2 more table-day\(s\)\) are not in {merged}/labels/"
+    with pytest.raises(UnreadableDatabaseError, match=expected) as refused:
+        connect(database)
+    assert f"Put the folder {merged} back, or rebuild the warehouse" in str(refused.value)
+    (tmp_path / "elsewhere").rename(merged)
+    assert _counts(database) == counts
