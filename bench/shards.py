@@ -176,6 +176,7 @@ def _shard(job: dict[str, Any]) -> dict[str, Any]:
         shard_folder(job["root"], day, RUN_ID, index, count), index, share,
         gmax=config.gmax, judged_only=config.judged_only,
         spans=SpanReading(config.trace_format), judgments=plan["judgments"],
+        keep_retrieved_ids=False,  # as the one-process run below, and as every earlier figure
     )  # fmt: skip
     return {
         "import_s": import_s,

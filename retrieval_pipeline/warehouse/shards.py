@@ -124,12 +124,15 @@ def run_shard(
     judged_only: bool = False,
     spans: SpanReading | None = None,
     judgments: Sequence[str | Path] = (),
+    keep_retrieved_ids: bool = True,
 ) -> dict[str, object]:
     """Score shard `shard`'s `files` of `day` and write its outputs under `folder` (a path or an
     `s3://` URL); returns its manifest. `share`: shards running at once on this machine. The
     rest as the single-process steps take them: the scoring options, how span exports are read,
     and the store's judgments (loaded into the shard's own database, as the `judgments` asset
-    loads them into the warehouse).
+    loads them into the warehouse). `keep_retrieved_ids`: the id lists kept in `traces.parquet`
+    as the warehouse's `store_retrieved_ids` keeps them, so that a merged day's Why names the
+    documents one process's would (the merge links the file: they cost it nothing).
 
     Of the corpus snapshot the shard loads only the documents its traces' labels name
     (`load_needed_corpus`), read a batch at a time: its labels are marked stale exactly as against
@@ -143,7 +146,11 @@ def run_shard(
         try:
             load_judgments(conn, judgments)
             ingest = ingest_traces(
-                conn, numbered, partition_date=day, keep_retrieved_ids=False, spans=spans
+                conn,
+                numbered,
+                partition_date=day,
+                keep_retrieved_ids=keep_retrieved_ids,
+                spans=spans,
             )
             corpus_load = load_needed_corpus(conn, corpus, day, day)
             labels = build_labels(conn, day, day, use_corpus=corpus_load.snapshot_has_documents)

@@ -29,7 +29,7 @@ SELECTION = (
 )
 BASE_CONFIG = "thresholds = {}\n\n[checks]\nmax_quarantine_rate = 0.2\n"
 TABLES = {
-    "traces": "select * exclude (retrieved_ids) from traces order by all",
+    "traces": "select * from traces order by all",  # the id lists too: the shards keep them
     "quarantine": "select * from quarantine order by all",
     "labels": "select * from labels order by all",
     "query_metrics": "select * from query_metrics order by all",
@@ -46,7 +46,6 @@ def _environment(folder: Path, store: Path) -> dict[str, str]:
         "RETRIEVAL_PIPELINE_CONFIG": str(folder / "config.toml"),
         "RETRIEVAL_PIPELINE_STORE": str(store),
         "RETRIEVAL_PIPELINE_DB": str(folder / "db" / "warehouse.duckdb"),
-        "RETRIEVAL_PIPELINE_STORE_RETRIEVED_IDS": "0",
     }
 
 

@@ -72,6 +72,7 @@ def shard_plan(
         "run_id": context.run.run_id,
         "corpus": str(corpus) if corpus is not None else None,
         "judgments": [judged] if judged else [],
+        "keep_retrieved_ids": warehouse.store_retrieved_ids,  # as one process would store them
         "days": days,
     }
 
@@ -104,6 +105,7 @@ def shard_op(index: int, count: int) -> dg.OpDefinition:
                     config.relevance_level, folder, index, share,
                     gmax=config.gmax, judged_only=config.judged_only,
                     spans=SpanReading(config.trace_format), judgments=plan["judgments"],
+                    keep_retrieved_ids=plan["keep_retrieved_ids"],
                 )  # fmt: skip
             except (TraceFileError, OSError) as exc:
                 raise dg.Failure(description=f"shard {index}, {day_text}: {exc}") from exc
