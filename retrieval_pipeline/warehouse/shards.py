@@ -92,6 +92,8 @@ class MergedDay:
     labels: int
     stale_labels: int
     annotated: int
+    # where the day's traces, labels and query_metrics rows are: the shards' files, linked
+    rows_folder: str
 
 
 def export_judgments(conn: duckdb.DuckDBPyConnection, root: str, run_id: str) -> str | None:
@@ -330,7 +332,9 @@ def merge_shards(
         texts = _repeated_texts(conn)
         try:
             placed = {table: files(table) for table in MERGED_TABLES}
-            _place_rows(conn, day, run, placed, [int(str(m["shard"])) for m in manifests])
+            rows_folder = _place_rows(
+                conn, day, run, placed, [int(str(m["shard"])) for m in manifests]
+            )
             with registered(conn, "shard_repeated_texts", texts), transaction(conn):
                 for table in ROW_TABLES:  # forgets an earlier merge's files of the day too
                     delete_partitions(conn, table, [day])
@@ -365,6 +369,7 @@ def merge_shards(
         labels=labels - left_out[0],
         stale_labels=stale - left_out[1],
         annotated=annotated - left_out[2],
+        rows_folder=str(rows_folder),
     )
 
 
@@ -374,11 +379,11 @@ def _place_rows(
     run: str,
     files: dict[str, list[str]],
     numbers: list[int],
-) -> None:
+) -> Path:
     """Each table's shard files beside the warehouse for the day's `run` (`files`: in the order
     of the shards `numbers`): linked as they are, except a shard's files that hold a record
     repeated across shards, written again without its rows (sql/stg_shard_rows.sql; rare: a
-    record repeated across files of two shards)."""
+    record repeated across files of two shards). Returns the warehouse's merged folder."""
     ((shards,),) = conn.execute("select list(distinct shard) from shard_repeated").fetchall()
     at = [numbers.index(shard) for shard in shards or ()]
     rewrite = {table: [paths[i] for i in at] for table, paths in files.items()}
@@ -390,6 +395,7 @@ def _place_rows(
             kept = conn.sql(load_sql("stg_shard_rows"), params={"files": [path]})
             target = run_file(folder, table, day, run, files[table].index(path))
             _write_parquet(kept, local, str(target))
+    return folder
 
 
 def _check_one_scoring(folders: Sequence[str], manifests: Sequence[dict[str, object]]) -> None:

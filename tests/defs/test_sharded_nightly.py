@@ -128,6 +128,18 @@ def test_four_shards_on_the_multiprocess_executor(
     assert {row[1] for row in labels if str(row[1]).startswith("u")} == {f"u{n}" for n in range(5)}
     written = sorted(p.parent.name for p in shards.rglob("manifest.json"))
     assert written == [f"shard={i}-of-4" for i in range(4)]
+    # the traces asset says where the day's rows are: the 4 shards' files of each table
+    with dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home")) as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey("traces"))
+    assert event is not None and event.asset_materialization is not None
+    metadata = event.asset_materialization.metadata
+    folder = tmp_path / "db" / "warehouse.duckdb.merged"
+    assert metadata["rows_folder"].value == str(folder)
+    assert f"placed beside the warehouse in {folder} (not inserted)" in str(
+        metadata["summary"].value
+    )
+    for table in ("traces", "labels", "query_metrics"):
+        assert len(list((folder / table).glob(f"partition_date={DAY}/run=*/*.parquet"))) == 4
 
 
 @pytest.fixture

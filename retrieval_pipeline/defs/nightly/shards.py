@@ -159,10 +159,12 @@ def _outputs(start: date, end: date, merged: list[MergedDay]) -> Any:
     quarantined = sum(m.quarantined for m in merged)
     repeated = sum(m.repeated_across_shards for m in merged)
     shards = merged[0].shards if merged else 0
+    rows_folder = merged[0].rows_folder if merged else ""
     summary = (
         f"{read} records from {sum(m.files for m in merged)} file(s) in {shards} shards: "
         f"{read - quarantined} valid, {quarantined} quarantined"
-        f" ({repeated} repeating a trace_id another shard held first)"
+        f" ({repeated} repeating a trace_id another shard held first); the rows stay in the"
+        f" shards' files, placed beside the warehouse in {rows_folder} (not inserted)"
     )
     yield dg.Output(
         None,
@@ -177,6 +179,7 @@ def _outputs(start: date, end: date, merged: list[MergedDay]) -> Any:
             "shards": shards,
             "shards_with_files": max((m.shards_with_files for m in merged), default=0),
             "repeated_across_shards": repeated,
+            "rows_folder": dg.MetadataValue.path(rows_folder),
         },
     )
     yield dg.Output(
