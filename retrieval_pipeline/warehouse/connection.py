@@ -16,7 +16,11 @@ from typing import Any
 import duckdb
 
 from retrieval_pipeline import resources_budget
-from retrieval_pipeline.warehouse.merged_days import missing_parts, show_merged_rows
+from retrieval_pipeline.warehouse.merged_days import (
+    merged_folder,
+    missing_parts,
+    show_merged_rows,
+)
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
 from retrieval_pipeline.warehouse.session import transaction
 from retrieval_pipeline.warehouse.sql import load_sql
@@ -106,8 +110,9 @@ def connect(
             ) from exc
         conn.execute("use warehouse")
         prepare(conn, compact_strings)
-        show_merged_rows(conn)  # a sharded day's rows left in Parquet, under the tables' names
-        missing = missing_parts(conn)
+        merged = merged_folder(conn)
+        show_merged_rows(conn, merged)  # a sharded day's rows left in Parquet, under their names
+        missing = missing_parts(conn, merged)
         if missing:
             table, day, run, folder = missing[0]
             raise UnreadableDatabaseError(

@@ -37,7 +37,7 @@ from retrieval_pipeline.warehouse.parallel_validation import (
 )
 from retrieval_pipeline.warehouse.partitions import INGESTED_TABLES, delete_partitions, insert
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
-from retrieval_pipeline.warehouse.session import registered, transaction
+from retrieval_pipeline.warehouse.session import database_file, registered, transaction
 from retrieval_pipeline.warehouse.sources import TraceSource, raw_record_pieces, read_ahead
 from retrieval_pipeline.warehouse.sql import load_sql
 
@@ -325,14 +325,12 @@ def _insert_piece(conn: duckdb.DuckDBPyConnection) -> None:
 def _staging_directory(conn: duckdb.DuckDBPyConnection) -> Iterator[Path]:
     """A fresh folder for one ingestion's staging files, removed afterwards: beside the warehouse
     file (the disk the user gave it), or in the system's temporary folder for an in-memory one."""
-    row = conn.execute(
-        "select path from duckdb_databases() where database_name = current_database()"
-    ).fetchone()
-    if row is None or row[0] is None:
+    database = database_file(conn)
+    if database is None:
         with tempfile.TemporaryDirectory(prefix="retrieval-pipeline-staging-") as folder:
             yield Path(folder)
         return
-    root = Path(row[0]).with_name(Path(row[0]).name + ".staging")
+    root = database.with_name(database.name + ".staging")
     # Holding the warehouse's write lock, no other ingestion is using this root: what is there was
     # left by a killed one.
     shutil.rmtree(root, ignore_errors=True)

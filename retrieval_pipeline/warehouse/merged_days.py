@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 
 import duckdb
 
+from retrieval_pipeline.warehouse.session import database_file
 from retrieval_pipeline.warehouse.sql import load_sql
 
 # The tables whose merged days stay in Parquet; their views' file globs are session variables.
@@ -38,29 +39,26 @@ _FILES = "partition_date=*/run=*/*.parquet"
 def merged_folder(conn: duckdb.DuckDBPyConnection) -> Path | None:
     """The folder of the session's warehouse file for merged days' rows; None for a database
     that has no file (an in-memory one keeps a merged day's rows in its tables)."""
-    rows = conn.execute(  # fetched whole: DuckDB 2.0 holds an unfinished result against the next
-        "select path from duckdb_databases() where database_name = current_database()"
-    ).fetchall()
-    if not rows or not rows[0][0]:
-        return None
-    path = Path(rows[0][0]).absolute()
-    return path.with_name(path.name + FOLDER_SUFFIX)
+    database = database_file(conn)
+    return None if database is None else database.with_name(database.name + FOLDER_SUFFIX)
 
 
-def show_merged_rows(conn: duckdb.DuckDBPyConnection) -> None:
-    """(Re)create each table's view over its stored rows and the merged days' files, or drop it
-    where no file is there (DuckDB refuses a file pattern that matches nothing)."""
-    folder = merged_folder(conn)
+def show_merged_rows(conn: duckdb.DuckDBPyConnection, folder: Path | None) -> None:
+    """(Re)create each table's view over its stored rows and the merged days' files in `folder`
+    (`merged_folder`), or drop it where no file is there (DuckDB refuses a file pattern that
+    matches nothing)."""
     if folder is None or not folder.is_dir():  # never merged into: the tables alone
         return
+    shown = [table for table in MERGED_TABLES if any((folder / table).glob(_FILES))]
     for table in MERGED_TABLES:
-        table_folder = folder / table
-        if not any(table_folder.glob(_FILES)):
+        if table not in shown:
             conn.execute(f"drop view if exists temp.main.{table}")
-            continue
-        conn.execute(load_sql("macros_merged_days"))
+    if not shown:
+        return
+    conn.execute(load_sql("macros_merged_days"))
+    for table in shown:
         variable = _VARIABLE.format(table=table)
-        conn.execute(f"set variable {variable} = $files", {"files": str(table_folder / _FILES)})
+        conn.execute(f"set variable {variable} = $files", {"files": str(folder / table / _FILES)})
         stored_table = qualified(conn, table)
         # identifiers of MERGED_TABLES and the session's own database; no value is pasted
         conn.execute(
@@ -77,61 +75,59 @@ def qualified(conn: duckdb.DuckDBPyConnection, table: str) -> str:
     return '"' + str(database).replace('"', '""') + f'".main.{table}'
 
 
-def missing_parts(conn: duckdb.DuckDBPyConnection) -> list[tuple[str, date, str, Path]]:
-    """The registered merged days whose run folder holds no file (the `.merged` folder moved or
-    deleted): (table, day, run, the folder looked in). Their rows would be missing from every
+def missing_parts(
+    conn: duckdb.DuckDBPyConnection, folder: Path | None
+) -> list[tuple[str, date, str, Path]]:
+    """The registered merged days whose run folder in `folder` holds no file (the folder moved
+    or deleted): (table, day, run, the folder looked in). Their rows would be missing from every
     statement without a word, so `connect` refuses the warehouse instead."""
-    registered = conn.execute(
-        "select table_name, partition_date, run from merged_parts order by all"
-    ).fetchall()
-    if not registered:
-        return []
-    folder = merged_folder(conn)
     missing = []
-    for table, day, run in registered:
-        run_folder = (folder or Path()) / table / f"partition_date={day.isoformat()}" / f"run={run}"
-        if folder is None or not any(run_folder.glob("*.parquet")):
-            missing.append((str(table), day, str(run), run_folder))
+    for table, day, run in _registered(conn):
+        looked_in = run_folder(folder or Path(), table, day, run)
+        if folder is None or not any(looked_in.glob("*.parquet")):
+            missing.append((table, day, run, looked_in))
     return missing
 
 
+def _registered(conn: duckdb.DuckDBPyConnection) -> list[tuple[str, date, str]]:
+    """Every (table, day, run) of `merged_parts`."""
+    rows = conn.execute(
+        "select table_name, partition_date, run from merged_parts order by all"
+    ).fetchall()
+    return [(str(table), day, str(run)) for table, day, run in rows]
+
+
 def place(
-    conn: duckdb.DuckDBPyConnection,
+    folder: Path,
     day: date,
     run: str,
     files: Mapping[str, Sequence[str]],
-    rewrite: Mapping[str, Sequence[str]] | None = None,
-) -> Path:
-    """Put each table's shard files (`files`: table -> local Parquet paths) in the day's `run`
-    folder of the warehouse's merged folder, unregistered until `register`. A file is linked,
-    or copied where it cannot be; `rewrite` (table -> the files whose rows `rewrite_rows`
-    filters) names the ones to write anew instead. Returns the merged folder."""
-    folder = merged_folder(conn)
-    if folder is None:
-        raise ValueError("a sharded day is merged into a warehouse file, not an in-memory database")
+    skip: Collection[int] = (),
+) -> None:
+    """Put each table's shard files (`files`: table -> local Parquet paths, in shard order) in
+    the day's `run` folder of the merged `folder`, unregistered until `register`. A file is
+    linked, or copied where it cannot be; those at the positions `skip` are left to the caller,
+    which writes them anew."""
     for table, paths in files.items():
-        target = folder / table / f"partition_date={day.isoformat()}" / f"run={run}"
-        target.mkdir(parents=True, exist_ok=True)
+        run_folder(folder, table, day, run).mkdir(parents=True, exist_ok=True)
         for number, source in enumerate(paths):
-            destination = target / f"shard-{number:04d}.parquet"
-            if rewrite is not None and source in rewrite.get(table, ()):
-                continue  # written by the caller, filtered
+            if number in skip:
+                continue
+            destination = run_file(folder, table, day, run, number)
             try:
                 os.link(source, destination)
             except OSError:  # another disk, or a file system without links
                 shutil.copyfile(source, destination)
-    return folder
+
+
+def run_folder(folder: Path, table: str, day: date, run: str) -> Path:
+    """Where a merge `run` keeps the files of `table` for `day`."""
+    return folder / table / f"partition_date={day.isoformat()}" / f"run={run}"
 
 
 def run_file(folder: Path, table: str, day: date, run: str, number: int) -> Path:
     """Where `place` puts shard file `number` of `table` for the day's `run`."""
-    return (
-        folder
-        / table
-        / f"partition_date={day.isoformat()}"
-        / f"run={run}"
-        / f"shard-{number:04d}.parquet"
-    )
+    return run_folder(folder, table, day, run) / f"shard-{number:04d}.parquet"
 
 
 def register(conn: duckdb.DuckDBPyConnection, day: date, run: str) -> None:
@@ -157,19 +153,13 @@ def unregister(
     )
 
 
-def sweep(conn: duckdb.DuckDBPyConnection) -> int:
-    """Remove the run folders no longer registered (a day written again, a merge that failed)
-    and the day folders left empty; returns the run folders removed. Called with the warehouse's
-    write lock held, by the merge, so no other process reads them."""
-    folder = merged_folder(conn)
-    if folder is None or not folder.is_dir():
+def sweep(conn: duckdb.DuckDBPyConnection, folder: Path) -> int:
+    """Remove the run folders of the merged `folder` no longer registered (a day written again,
+    a merge that failed) and the day folders left empty; returns the run folders removed. Called
+    with the warehouse's write lock held, by the merge, so no other process reads them."""
+    if not folder.is_dir():
         return 0
-    kept = {
-        (table, day.isoformat(), run)
-        for table, day, run in conn.execute(
-            "select table_name, partition_date, run from merged_parts"
-        ).fetchall()
-    }
+    kept = {(table, day.isoformat(), run) for table, day, run in _registered(conn)}
     removed = 0
     for table in MERGED_TABLES:
         for day_folder in sorted((folder / table).glob("partition_date=*")):

@@ -43,6 +43,7 @@ from retrieval_pipeline.warehouse.ingestion import ingest_traces
 from retrieval_pipeline.warehouse.judgments import load_judgments
 from retrieval_pipeline.warehouse.merged_days import (
     MERGED_TABLES,
+    merged_folder,
     place,
     register,
     run_file,
@@ -295,6 +296,9 @@ def merge_shards(
             raise ShardOutputError(f"{folder}: its manifest is not the one this run's shard wrote")
         counts.append(_checked_counts(folder, manifest))
     _check_one_scoring(folders, manifests)
+    rows_folder = merged_folder(conn)
+    if rows_folder is None:
+        raise ValueError("a sharded day is merged into a warehouse file, not an in-memory database")
     run = uuid.uuid4().hex
     with _local_copies(folders) as local:
 
@@ -332,9 +336,8 @@ def merge_shards(
         texts = _repeated_texts(conn)
         try:
             placed = {table: files(table) for table in MERGED_TABLES}
-            rows_folder = _place_rows(
-                conn, day, run, placed, [int(str(m["shard"])) for m in manifests]
-            )
+            numbers = [int(str(m["shard"])) for m in manifests]
+            _place_rows(conn, rows_folder, day, run, placed, numbers)
             with registered(conn, "shard_repeated_texts", texts), transaction(conn):
                 for table in ROW_TABLES:  # forgets an earlier merge's files of the day too
                     delete_partitions(conn, table, [day])
@@ -347,8 +350,8 @@ def merge_shards(
                 )
                 _pool_statistics(conn, day, files("segment_statistics"), len(manifests))
         finally:  # the files of the run the day had, or of this one when it failed
-            sweep(conn)
-            show_merged_rows(conn)
+            sweep(conn, rows_folder)
+            show_merged_rows(conn, rows_folder)
     conn.execute("drop table shard_valid_ids")
     conn.execute("drop table shard_repeated")
     conn.execute("drop table shard_repeated_statistics")
@@ -375,27 +378,25 @@ def merge_shards(
 
 def _place_rows(
     conn: duckdb.DuckDBPyConnection,
+    folder: Path,
     day: date,
     run: str,
     files: dict[str, list[str]],
     numbers: list[int],
-) -> Path:
-    """Each table's shard files beside the warehouse for the day's `run` (`files`: in the order
-    of the shards `numbers`): linked as they are, except a shard's files that hold a record
-    repeated across shards, written again without its rows (sql/stg_shard_rows.sql; rare: a
-    record repeated across files of two shards). Returns the warehouse's merged folder."""
+) -> None:
+    """Each table's shard files in the merged `folder` for the day's `run` (`files`: in the
+    order of the shards `numbers`): linked as they are, except a shard's files that hold a
+    record repeated across shards, written again without its rows (sql/stg_shard_rows.sql;
+    rare: a record repeated across files of two shards)."""
     ((shards,),) = conn.execute("select list(distinct shard) from shard_repeated").fetchall()
-    at = [numbers.index(shard) for shard in shards or ()]
-    rewrite = {table: [paths[i] for i in at] for table, paths in files.items()}
-    folder = place(conn, day, run, files, rewrite)
+    rewritten = [numbers.index(shard) for shard in shards or ()]
+    place(folder, day, run, files, skip=rewritten)
     local = pafs.LocalFileSystem()
-    for table, paths in rewrite.items():
-        for path in paths:
+    for table, paths in files.items():
+        for number in rewritten:
             conn.complete()  # DuckDB 2.0: the result before must be finished first
-            kept = conn.sql(load_sql("stg_shard_rows"), params={"files": [path]})
-            target = run_file(folder, table, day, run, files[table].index(path))
-            _write_parquet(kept, local, str(target))
-    return folder
+            kept = conn.sql(load_sql("stg_shard_rows"), params={"files": [paths[number]]})
+            _write_parquet(kept, local, str(run_file(folder, table, day, run, number)))
 
 
 def _check_one_scoring(folders: Sequence[str], manifests: Sequence[dict[str, object]]) -> None:

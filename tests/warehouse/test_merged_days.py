@@ -153,3 +153,12 @@ def test_a_warehouse_whose_merged_rows_are_gone_is_refused_naming_the_fix(
     assert f"Put the folder {merged} back, or rebuild the warehouse" in str(refused.value)
     (tmp_path / "elsewhere").rename(merged)
     assert _counts(database) == counts
+
+
+def test_a_day_is_not_merged_into_an_in_memory_database(files: list[Path], tmp_path: Path) -> None:
+    """Its rows would have no folder to stay in: refused before anything is written."""
+    manifests = _shards(files, tmp_path / "shards", "run-1")
+    with contextlib.closing(connect(":memory:")) as conn:
+        with pytest.raises(ValueError, match="into a warehouse file, not an in-memory database"):
+            merge_shards(conn, DAY, manifests)
+        assert conn.execute(COUNTS).fetchall() == [(0, 0, 0, 0)]
