@@ -3,9 +3,11 @@
     python bench/ingest_phases.py --sizes 1000000
 
 Each size runs the real ingestion of the nightly job (its day's JSONL.gz into a new file
-warehouse with the default memory limit, so the day's pieces go straight in) in this process,
-with a timer around each phase. Phases in the read-ahead thread (inflating gzip, splitting lines)
-and in the write-behind thread (inserting a piece) overlap the main thread's validation of the
+warehouse with the default memory limit: the valid traces written beside the file, the
+quarantined records straight in) in this process, with a timer around each phase; `--inserted`
+inserts the traces instead, as before the nightly wrote them beside. Phases in the read-ahead
+thread (inflating gzip, splitting lines) and in the write-behind thread (writing a piece)
+overlap the main thread's validation of the
 next piece; "waiting for the reader" is the main thread's time with nothing to validate, "waiting
 for the writer" its time before the piece before has been stored.
 The process's user and system CPU and its minor page faults (rusage) cover the whole ingestion.
@@ -41,6 +43,7 @@ TIMED = (
     ("validation", "_plain_fields", "of which the plain lane's parse (pyarrow.json)"),
     ("validation", "_trace_records", "of which sql/stg_trace_records.sql over a lane's fields"),
     ("validation", "keep_first_occurrences", "of which repeated ids (keep_first_occurrences)"),
+    ("TracesFile", "keep_valid", "(writer thread) write the valid traces beside the file"),
     ("ingestion", "_insert_piece", "(writer thread) insert each piece (straight in: a new day)"),
 )
 
@@ -111,11 +114,12 @@ def waited_for_writer(module: ModuleType, seconds: Seconds) -> None:
     setattr(module, "_written_behind", timing)  # noqa: B010 (a module's name replaced)
 
 
-def measure(size: int, seed: int) -> list[str]:
+def measure(size: int, seed: int, inserted: bool = False) -> list[str]:
     from retrieval_pipeline.ingest import jsonl
     from retrieval_pipeline.ingest.gzip import GzipStream
     from retrieval_pipeline.warehouse import ingestion, parallel_validation, validation
     from retrieval_pipeline.warehouse.connection import connect, memory_limit
+    from retrieval_pipeline.warehouse.day_rows import TracesFile
 
     modules: dict[str, ModuleType | type] = {
         "GzipStream": GzipStream,
@@ -123,6 +127,7 @@ def measure(size: int, seed: int) -> list[str]:
         "ingestion": ingestion,
         "parallel_validation": parallel_validation,
         "validation": validation,
+        "TracesFile": TracesFile,
     }
     seconds: Seconds = defaultdict(float)
     for module, name, phase in TIMED:
@@ -136,7 +141,9 @@ def measure(size: int, seed: int) -> list[str]:
         machine_before = machine_waits()
         before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
-        counts = ingestion.ingest_traces(conn, [day_file], partition_date=ds.day)
+        counts = ingestion.ingest_traces(
+            conn, [day_file], partition_date=ds.day, traces_beside=not inserted
+        )
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
         io_stall, steal = waited_since(machine_before)
@@ -145,7 +152,8 @@ def measure(size: int, seed: int) -> list[str]:
     lines = [
         f"# Ingestion of {size:,} traces (one day, JSONL.gz, into a new file warehouse)",
         "",
-        f"`python bench/ingest_phases.py --sizes {size}`: {counts.read:,} records read, "
+        f"`python bench/ingest_phases.py --sizes {size}{' --inserted' if inserted else ''}`:"
+        f" {counts.read:,} records read, "
         f"{counts.valid:,} valid; memory limit {memory_limit()}.",
         "",
         "| phase | wall s | share of the ingestion |",
@@ -168,9 +176,10 @@ def measure(size: int, seed: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(__doc__.splitlines()[0], argv)
+    inserted = {"action": "store_true", "help": "insert the traces (as before they went beside)"}
+    args = parse_args(__doc__.splitlines()[0], argv, {"--inserted": inserted})
     for size in args.sizes:
-        write_report(f"ingest_phases_n{size}.md", measure(size, args.seed))
+        write_report(f"ingest_phases_n{size}.md", measure(size, args.seed, args.inserted))
 
 
 if __name__ == "__main__":

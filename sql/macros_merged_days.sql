@@ -1,20 +1,13 @@
--- The rows of a table that sharded merges left in Parquet beside the warehouse, created with the
--- table's view by retrieval_pipeline/warehouse/merged_days.py: `files`, a pattern over the
--- table's folder (partition_date=D/run=R/shard-N.parquet), of which only the runs registered
--- in `merged_parts` count (a day written again, or a merge that failed, leaves files behind
--- until the next merge removes them). A day's partition filter prunes the other days' files.
-create or replace temp macro merged_day_rows(merged_table, files) as table
+-- The rows of a table left in Parquet beside the warehouse (a sharded day's shards' files, the
+-- traces an ingestion wrote there), created with the table's view by
+-- retrieval_pipeline/warehouse/merged_days.py: `files`, the files of the runs registered in
+-- `merged_parts` for the table, each named (partition_date=D/run=R/shard-N.parquet), so that
+-- DuckDB knows their rows. A day's partition filter prunes the other days' files.
+create or replace temp macro merged_day_rows(files) as table
     select * exclude (run, shard)
     from
         read_parquet(
             files,
             hive_partitioning = true,
             hive_types = { 'partition_date': date, 'run': varchar }
-        )
-    where (partition_date, run) in (
-        select
-            merged_parts.partition_date,
-            merged_parts.run
-        from merged_parts
-        where merged_parts.table_name = merged_table
-    );
+        );

@@ -28,7 +28,6 @@ from datetime import date
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pandas as pd
 
 from retrieval_pipeline.defs import ASSETS
@@ -38,6 +37,7 @@ from retrieval_pipeline.defs.resources import (
     TraceStoreResource,
     WarehouseResource,
 )
+from retrieval_pipeline.warehouse import connection
 from tests.processes import default_signals
 from tests.warehouse_snapshots import WAREHOUSE_STEPS
 
@@ -95,8 +95,9 @@ class RunFolder:
         }
 
     def query(self, sql: str, params: dict[str, object] | None = None) -> pd.DataFrame:
-        """`sql` on the warehouse, opened read-only."""
-        with duckdb.connect(str(self.database), read_only=True) as conn:
+        """`sql` on the warehouse as every step reads it (`connect`: the days' traces are in
+        files beside it)."""
+        with contextlib.closing(connection.connect(self.database)) as conn:
             return conn.execute(sql, params or {}).df()
 
 

@@ -6,13 +6,13 @@ listens on a port.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pandas as pd
 import pytest
 
@@ -24,6 +24,7 @@ from retrieval_pipeline.defs.resources import (
 from retrieval_pipeline.reports.regression import build_report
 from retrieval_pipeline.store import LocalTraceStore, TraceStoreError
 from retrieval_pipeline.text import escape_markdown
+from retrieval_pipeline.warehouse import connection
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 from tests.dagster_runs import PIPELINE, RunFolder, listening_sockets, materialize
 
@@ -75,7 +76,8 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 
 def _query(base: Path, sql: str) -> list[tuple[object, ...]]:
-    with duckdb.connect(str(RunFolder(base).database), read_only=True) as conn:
+    """`sql` on the warehouse as every step reads it (the day's traces are beside the file)."""
+    with contextlib.closing(connection.connect(RunFolder(base).database)) as conn:
         return conn.execute(sql).fetchall()
 
 
@@ -185,6 +187,8 @@ AUDITED = {
     ("merged_days.py", "show_merged_rows", "table"),
     ("merged_days.py", "show_merged_rows", "variable"),
     ("merged_days.py", "show_merged_rows", "stored_table"),
+    # the stored `traces` of the session's own database (`qualified`: its name, quoted)
+    ("day_rows.py", "__init__", "qualified(conn, 'traces')"),
     ("nightly.py", "_replace", "table"),  # `load_sql(_STATEMENTS[table])` refuses other names
     ("nightly.py", "_read", "_checked(table)"),  # `_checked` refuses names not in _STATEMENTS
 }

@@ -68,6 +68,15 @@ def same(left: pd.DataFrame, right: pd.DataFrame) -> bool:
     return True
 
 
+def copy_warehouse(source: Path, target: Path) -> None:
+    """The warehouse file at `source` copied to `target` with the folder of rows kept beside it
+    (`<file>.merged`: the days' traces the nightly wrote there), as a user copies a warehouse."""
+    shutil.copy(source, target)
+    beside = source.with_name(source.name + ".merged")
+    if beside.is_dir():
+        shutil.copytree(beside, target.with_name(target.name + ".merged"))
+
+
 def second_version(store: Path, into: Path) -> Path:
     """The same store with more traces on DAY and a newer, larger corpus snapshot: every
     table of DAY (and the corpus) differs between a run on `store` and one on `into`."""

@@ -22,6 +22,7 @@ from retrieval_pipeline.warehouse.connection import (
     connect,
     duckdb_config,
 )
+from retrieval_pipeline.warehouse.merged_days import FOLDER_SUFFIX
 
 DB_ENV = "RETRIEVAL_PIPELINE_DB"
 STORE_ENV = "RETRIEVAL_PIPELINE_STORE"
@@ -137,6 +138,11 @@ class WarehouseResource(DuckDBResource):
 
     def folder(self) -> Path:
         return Path(self.database).expanduser().absolute().parent
+
+    def rows_folder(self) -> str:
+        """The folder beside the file where the days' traces (and a sharded day's rows) are."""
+        database = Path(self.database).expanduser().absolute()
+        return str(database.with_name(database.name + FOLDER_SUFFIX))
 
 
 def _retrying_lock(

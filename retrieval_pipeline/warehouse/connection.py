@@ -111,16 +111,16 @@ def connect(
         conn.execute("use warehouse")
         prepare(conn, compact_strings)
         merged = merged_folder(conn)
-        show_merged_rows(conn, merged)  # a sharded day's rows left in Parquet, under their names
+        show_merged_rows(conn, merged)  # the days' rows left in Parquet, under the tables' names
         missing = missing_parts(conn, merged)
         if missing:
             table, day, run, folder = missing[0]
             raise UnreadableDatabaseError(
-                f"{database}: the rows of the sharded day {day} ({table}, and"
-                f" {len(missing) - 1} more table-day(s)) are not in {folder}, where the merge left"
-                f" them beside the warehouse file (merge {run}). Put the folder"
-                f" {Path(folder).parents[2]} back, or rebuild the warehouse from the store"
-                ' (docs/ingestion.md, "Rebuilding the warehouse")'
+                f"{database}: the rows of {day} ({table}, and {len(missing) - 1} more"
+                f" table-day(s)) are not in {folder}, where the nightly left them beside the"
+                f" warehouse file (run {run}). Put the folder {Path(folder).parents[2]} back"
+                " (it goes with the file: copy or move both), or rebuild the warehouse from the"
+                ' store (docs/ingestion.md, "Rebuilding the warehouse")'
             )
     except BaseException:
         conn.close()

@@ -30,7 +30,9 @@ import pyarrow.parquet as pq
 from retrieval_pipeline.ingest.span_pieces import SpanReading
 from retrieval_pipeline.resources_budget import validation_workers
 from retrieval_pipeline.warehouse.connection import ROW_GROUP_ROWS, cursor_like
+from retrieval_pipeline.warehouse.day_rows import TracesFile
 from retrieval_pipeline.warehouse.judgments import judged_queries
+from retrieval_pipeline.warehouse.merged_days import merged_folder
 from retrieval_pipeline.warehouse.parallel_validation import (
     create_seen_trace_ids,
     validated_pieces,
@@ -68,6 +70,7 @@ def ingest_traces(
     partition_date: date | None = None,
     keep_retrieved_ids: bool = True,
     spans: SpanReading | None = None,
+    traces_beside: bool = False,
 ) -> IngestCounts:
     """Validate records into `traces`, the rest into `quarantine`: a day is replaced whole or not
     at all.
@@ -91,6 +94,9 @@ def ingest_traces(
 
     Span exports and Phoenix spans are read as `spans` says (`ingest.span_pieces`); the spans
     left out are counted as read and skipped.
+
+    With `traces_beside`, a day's valid traces (`partition_date`, into a warehouse file) are
+    written as Parquet beside the file and registered, not inserted (`day_rows`): the nightly's.
     """
     n_files, pieces = raw_record_pieces(conn, source, spans)
     judged = judged_queries(conn)
@@ -100,13 +106,17 @@ def ingest_traces(
     create_seen_trace_ids(conn)
     ((threads,),) = conn.execute("select current_setting('threads')").fetchall()
     workers = validation_workers(int(threads))
+    beside = _traces_file(conn, partition_date) if traces_beside else None
     try:
         with (
-            _piece_writer(conn, partition_date, dates) as (write_piece, straight_in),
+            _piece_writer(conn, partition_date, dates, beside) as (write_piece, straight_in),
             _written_behind(
                 conn,
                 write_piece,
-                RowGroupAligner(ROW_GROUP_ROWS, int(threads)) if straight_in else None,
+                RowGroupAligner(ROW_GROUP_ROWS, int(threads))
+                if straight_in and beside is None
+                else None,
+                beside,
             ) as write,
             closing(
                 validated_pieces(
@@ -128,7 +138,8 @@ def ingest_traces(
                 unknown.update(done.unknown_fields)
                 staged = done.staged
                 del done  # the rows are held once: re-batching below copies them
-                staged = _in_batches_per_thread(staged, int(threads))
+                if beside is None:  # for the insert (a Parquet file takes the pieces as they are)
+                    staged = _in_batches_per_thread(staged, int(threads))
                 with registered(conn, "stg_trace_records", staged):
                     if partition_date is None:  # the dates of this piece's own timestamps
                         rows = conn.execute(
@@ -145,9 +156,15 @@ def ingest_traces(
                     assert row is not None
                     read, valid = read + int(row[0]), valid + int(row[1])
                     duplicates, outside = duplicates + int(row[2]), outside + int(row[3])
+    except BaseException:
+        if beside is not None:
+            beside.discard()
+        raise
     finally:
         conn.execute("drop table if exists seen_trace_ids")
         conn.execute("drop table if exists judged_queries")
+    if beside is not None:
+        beside.shown(conn)
     return IngestCounts(
         files=n_files,
         read=read,
@@ -161,6 +178,15 @@ def ingest_traces(
     )
 
 
+def _traces_file(conn: duckdb.DuckDBPyConnection, partition_date: date | None) -> TracesFile | None:
+    """The file for the day's valid traces beside the warehouse file; None where they are
+    inserted: an in-memory database, or records dated by their own timestamps (many days)."""
+    folder = merged_folder(conn)
+    if folder is None or partition_date is None:
+        return None
+    return TracesFile(conn, folder, partition_date)
+
+
 # Stores a piece (registered as `stg_trace_records` on the connection it is given) by its number.
 PieceWriter: TypeAlias = Callable[[duckdb.DuckDBPyConnection, int], None]
 
@@ -170,6 +196,7 @@ def _written_behind(
     conn: duckdb.DuckDBPyConnection,
     write_piece: PieceWriter,
     aligner: RowGroupAligner | None,
+    beside: TracesFile | None = None,
 ) -> Iterator[Callable[[pa.Table, int], None]]:
     """`write(staged, number)`: piece `number` stored by `write_piece` in a second thread, on a
     cursor of its own, while the caller validates the next one; the thread's CPU otherwise sat
@@ -179,12 +206,15 @@ def _written_behind(
 
     With an `aligner` (a piece inserted straight into `traces`) each write stores whole row
     groups of valid traces (`RowGroupAligner`): the valid rows past the last whole one wait for
-    the next piece, and the rest is stored as the last piece when the block ends."""
+    the next piece, and the rest is stored as the last piece when the block ends. With `beside`
+    the valid rows go to that file, and `write_piece` stores the quarantined ones."""
     writer = cursor_like(conn)
     in_flight: list[Future[None]] = []
     last = -1
 
     def store(staged: pa.Table | None, number: int) -> None:
+        if beside is not None and staged is not None:
+            staged = beside.keep_valid(staged)
         rows = staged if aligner is None else aligner.rows_to_store(staged)
         if rows is None or rows.num_rows == 0:
             return
@@ -269,7 +299,10 @@ class RowGroupAligner:
 
 @contextmanager
 def _piece_writer(
-    conn: duckdb.DuckDBPyConnection, partition_date: date | None, dates: set[date]
+    conn: duckdb.DuckDBPyConnection,
+    partition_date: date | None,
+    dates: set[date],
+    beside: TracesFile | None = None,
 ) -> Iterator[tuple[PieceWriter, bool]]:
     """How an ingestion stores a piece.
 
@@ -280,6 +313,9 @@ def _piece_writer(
     ones are complete: pieces are staged as Parquet files, outside any transaction (inside one
     DuckDB keeps every Arrow piece it inserted until the commit, so its memory would grow with the
     day), and one short transaction replaces the dates in `dates` from them at the end.
+    With `beside` (the day's valid traces written to that file), the file is registered in the
+    transaction that ends the ingestion: the one that says it is no longer pending, or the one
+    that replaces the day from the staged files.
     Yields the writer, and whether it inserts straight into the tables."""
     if not _holds_rows(conn, partition_date):
         with transaction(conn):
@@ -291,7 +327,10 @@ def _piece_writer(
             with suppress(duckdb.Error):
                 undo_interrupted_ingestions(conn)
             raise
-        conn.execute("delete from pending_ingestions")
+        with transaction(conn):
+            if beside is not None:
+                beside.register(conn)
+            conn.execute("delete from pending_ingestions")
         return
     staged_files: dict[str, list[str]] = {table: [] for table in INGESTED_TABLES}
     with _staging_directory(conn) as staging:
@@ -301,7 +340,7 @@ def _piece_writer(
                 staged_files[table].append(path)
 
         yield stage, False
-        _replace_from_staging(conn, sorted(dates), staged_files)
+        _replace_from_staging(conn, sorted(dates), staged_files, beside)
 
 
 def _holds_rows(conn: duckdb.DuckDBPyConnection, partition_date: date | None) -> bool:
@@ -353,15 +392,21 @@ def _write_piece(conn: duckdb.DuckDBPyConnection, staging: Path, number: int) ->
 
 
 def _replace_from_staging(
-    conn: duckdb.DuckDBPyConnection, dates: Sequence[date], staged_files: dict[str, list[str]]
+    conn: duckdb.DuckDBPyConnection,
+    dates: Sequence[date],
+    staged_files: dict[str, list[str]],
+    beside: TracesFile | None = None,
 ) -> None:
     """In one transaction, empty the partitions of `dates` in each staged table and insert its
-    staging files: the day is replaced whole or not at all."""
+    staging files (`beside`: the day's traces are that file's): the day is replaced whole or not
+    at all."""
     with transaction(conn):
         for table, files in staged_files.items():
             delete_partitions(conn, table, dates)
             if files:
                 insert(conn, table, "stg_staged_rows", {"files": files})
+        if beside is not None:
+            beside.register(conn)
 
 
 def _write_staged(conn: duckdb.DuckDBPyConnection, statement: str, path: Path) -> bool:

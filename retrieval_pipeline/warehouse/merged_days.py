@@ -1,4 +1,6 @@
-"""A sharded day's rows left in its shards' Parquet, read under the tables' own names.
+"""The days' rows left in Parquet beside the warehouse file, read under the tables' own names:
+a sharded day's shards' files, and the traces an ingestion writes there (`day_rows`: the
+nightly's every day).
 
 The merge of a sharded day (`warehouse.shards.merge_shards`) does not insert the day's `traces`,
 `labels` and `query_metrics` rows into the warehouse file: it places each shard's Parquet file of
@@ -18,6 +20,7 @@ written again, a merge that failed) are removed at the next merge (`sweep`).
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from collections.abc import Collection, Mapping, Sequence
@@ -29,11 +32,11 @@ import duckdb
 from retrieval_pipeline.warehouse.session import database_file
 from retrieval_pipeline.warehouse.sql import load_sql
 
-# The tables whose merged days stay in Parquet; their views' file globs are session variables.
+# The tables whose merged days stay in Parquet; their views' file lists are session variables.
 MERGED_TABLES = ("traces", "labels", "query_metrics")
 FOLDER_SUFFIX = ".merged"
 _VARIABLE = "merged_day_files_{table}"
-_FILES = "partition_date=*/run=*/*.parquet"
+_VERSIONS = itertools.count()
 
 
 def merged_folder(conn: duckdb.DuckDBPyConnection) -> Path | None:
@@ -44,28 +47,42 @@ def merged_folder(conn: duckdb.DuckDBPyConnection) -> Path | None:
 
 
 def show_merged_rows(conn: duckdb.DuckDBPyConnection, folder: Path | None) -> None:
-    """(Re)create each table's view over its stored rows and the merged days' files in `folder`
-    (`merged_folder`), or drop it where no file is there (DuckDB refuses a file pattern that
-    matches nothing)."""
+    """(Re)create each table's view over its stored rows and the files of its runs registered in
+    `merged_parts` (in `folder`, `merged_folder`), or drop it where none is registered. Called
+    whenever the registered runs change (`register`, `unregister`), inside their transaction: a
+    rollback restores the view as it was.
+
+    The view names the files one by one rather than a pattern filtered by `merged_parts`: with
+    that filter DuckDB could not estimate the rows, and joined a day's 8.7M labels to the corpus
+    the wrong way round (twice the time, bench/README.md)."""
     if folder is None or not folder.is_dir():  # never merged into: the tables alone
         return
-    shown = [table for table in MERGED_TABLES if any((folder / table).glob(_FILES))]
-    for table in MERGED_TABLES:
-        if table not in shown:
+    files: dict[str, list[str]] = {table: [] for table in MERGED_TABLES}
+    for table, day, run in _registered(conn):
+        found = sorted(run_folder(folder, table, day, run).glob("*.parquet"))
+        files[table] += [_literal_pattern(str(path)) for path in found]
+    if any(files.values()):
+        conn.execute(load_sql("macros_merged_days"))
+    for table, paths in files.items():
+        if not paths:
             conn.execute(f"drop view if exists temp.main.{table}")
-    if not shown:
-        return
-    conn.execute(load_sql("macros_merged_days"))
-    for table in shown:
-        variable = _VARIABLE.format(table=table)
-        conn.execute(f"set variable {variable} = $files", {"files": str(folder / table / _FILES)})
+            continue
+        # a new variable each time: a view rolled back still reads the list it was made with
+        variable = f"{_VARIABLE.format(table=table)}_{next(_VERSIONS)}"
+        conn.execute(f"set variable {variable} = $files", {"files": paths})
         stored_table = qualified(conn, table)
-        # identifiers of MERGED_TABLES and the session's own database; no value is pasted
+        # identifiers of MERGED_TABLES, a counter and the session's own database; no value is
+        # pasted
         conn.execute(
             f"create or replace temp view {table} as select * from {stored_table}"
-            " union all by name select * from"
-            f" merged_day_rows('{table}', getvariable('{variable}'))"
+            f" union all by name select * from merged_day_rows(getvariable('{variable}'))"
         )
+
+
+def _literal_pattern(path: str) -> str:
+    """`path` as a file pattern that matches only itself: DuckDB reads `*`, `?` and `[` in a
+    pattern as wildcards, and a warehouse's folder may hold any of them."""
+    return "".join(f"[{char}]" if char in "*?[" else char for char in path)
 
 
 def qualified(conn: duckdb.DuckDBPyConnection, table: str) -> str:
@@ -130,13 +147,19 @@ def run_file(folder: Path, table: str, day: date, run: str, number: int) -> Path
     return run_folder(folder, table, day, run) / f"shard-{number:04d}.parquet"
 
 
-def register(conn: duckdb.DuckDBPyConnection, day: date, run: str) -> None:
-    """The day's rows of every merged table are those of `run`'s files (inside the transaction
-    that has just deleted the day's partitions, which unregistered any earlier run)."""
+def register(
+    conn: duckdb.DuckDBPyConnection,
+    day: date,
+    run: str,
+    tables: Sequence[str] = MERGED_TABLES,
+) -> None:
+    """The day's rows of `tables` are those of `run`'s files (inside the transaction that has
+    just deleted the day's partitions, which unregistered any earlier run)."""
     conn.execute(
         load_sql("insert_merged_parts"),
-        {"tables": list(MERGED_TABLES), "day": day, "run": run},
+        {"tables": list(tables), "day": day, "run": run},
     )
+    show_merged_rows(conn, merged_folder(conn))
 
 
 def unregister(
@@ -151,6 +174,7 @@ def unregister(
         load_sql("delete_merged_parts"),
         {"table": table, "start_date": span[0], "end_date": span[1], "dates": listed},
     )
+    show_merged_rows(conn, merged_folder(conn))
 
 
 def sweep(conn: duckdb.DuckDBPyConnection, folder: Path) -> int:

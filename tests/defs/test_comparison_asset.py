@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import shutil
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -42,6 +41,7 @@ from retrieval_pipeline.warehouse.ab_window import read_window
 from retrieval_pipeline.warehouse.evaluation import run_evaluation
 from tests.dagster_runs import RunFolder, Selection, materialize
 from tests.oracles import window_from_rows
+from tests.warehouse_snapshots import copy_warehouse
 
 END = date(2026, 11, 30)  # the injected regression's day, the sample store's last
 DAYS = [END - timedelta(days=n) for n in (2, 1, 0)]
@@ -303,7 +303,7 @@ def test_coverage_counts_each_day_through_its_own_metrics(
     aggregated in pandas count them."""
     setup, _ = graph
     database = tmp_path / "warehouse.duckdb"
-    shutil.copy(setup.database, database)
+    copy_warehouse(setup.database, database)
     conn = connection.connect(database)
     try:
         steps.compute_query_metrics(conn, parse_metrics("recall@20,mrr"), DAYS[0], DAYS[0])

@@ -327,6 +327,10 @@ def test_traces_stored_without_their_id_lists_are_scored_the_same(
     (materialization,) = result.asset_materializations_for_node("traces")
     assert materialization.metadata["retrieved_ids_stored"].value is False
     assert "retrieved id lists not stored" in str(materialization.metadata["summary"].value)
+    # the day's traces are in a file beside the warehouse, which the metadata names
+    rows_folder = Path(str(materialization.metadata["rows_folder"].value))
+    assert rows_folder == lean.database.with_name(lean.database.name + ".merged")
+    assert len(list(rows_folder.glob(f"traces/partition_date={END}/run=*/*.parquet"))) == 1
     traces_sql = (
         "select trace_id, len(retrieved_ids) as stored, n_retrieved, labels from traces"
         " where partition_date = $day order by trace_id"

@@ -147,10 +147,11 @@ def test_a_warehouse_whose_merged_rows_are_gone_is_refused_naming_the_fix(
     counts = _counts(database)
     merged = database.with_name("warehouse.duckdb.merged")
     merged.rename(tmp_path / "elsewhere")
-    expected = rf"day {DAY} \(labels, and 2 more table-day\(s\)\) are not in {merged}/labels/"
+    expected = rf"rows of {DAY} \(labels, and 2 more table-day\(s\)\) are not in {merged}/labels/"
     with pytest.raises(UnreadableDatabaseError, match=expected) as refused:
         connect(database)
-    assert f"Put the folder {merged} back, or rebuild the warehouse" in str(refused.value)
+    assert f"Put the folder {merged} back (it goes with the file" in str(refused.value)
+    assert "or rebuild the warehouse from the store" in str(refused.value)
     (tmp_path / "elsewhere").rename(merged)
     assert _counts(database) == counts
 

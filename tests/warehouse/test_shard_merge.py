@@ -5,7 +5,6 @@ each shard with only the corpus documents its labels name."""
 import contextlib
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import duckdb
@@ -29,6 +28,7 @@ from retrieval_pipeline.warehouse.steps import (
 )
 from tests.defs.moto_s3 import s3_server
 from tests.shard_days import DAY, DOCS, write_day
+from tests.warehouse_snapshots import copy_warehouse
 
 METRICS = parse_metrics("ndcg@10,mrr,precision@5,recall@20,map")
 TABLES = {
@@ -147,7 +147,7 @@ def test_the_merged_statistics_are_one_process_statistics(
     one process's from its rows, counts exactly, means and deviations to 1e-12."""
     store, files = day
     single = tmp_path / "single.duckdb"
-    shutil.copy(one_process, single)
+    copy_warehouse(one_process, single)
     conn = connect(single)
     build_segment_statistics(conn, DAY, DAY)
     conn.close()

@@ -120,6 +120,7 @@ def traces(
                     partition_date=day,
                     keep_retrieved_ids=warehouse.store_retrieved_ids,
                     spans=spans,
+                    traces_beside=True,
                 )
                 per_day.append((day, counts))
                 if isinstance(files, PhoenixDay) and files.store.labels is not None:
@@ -165,6 +166,8 @@ def traces(
             **range_metadata(start, end),
             "range_summary": total["summary"],
             "retrieved_ids_stored": warehouse.store_retrieved_ids,
+            # the days' traces are written there, not inserted (docs/ingestion.md)
+            "rows_folder": dg.MetadataValue.path(warehouse.rows_folder()),
             "store": store.describe(),
             "per_day": history.ingest_table(per_day),
             **phoenix,
