@@ -31,7 +31,6 @@ from retrieval_pipeline.warehouse.merged_days import (
     register,
     run_file,
     run_folder,
-    show_merged_rows,
     sweep,
 )
 from retrieval_pipeline.warehouse.partitions import delete_partitions
@@ -62,6 +61,7 @@ class TracesFile:
             .schema
         )
         self._writer: pq.ParquetWriter | None = None
+        self._registered = False
 
     @property
     def _part(self) -> Path:
@@ -103,15 +103,15 @@ class TracesFile:
     def register(self, conn: duckdb.DuckDBPyConnection) -> None:
         """The day's `traces` are this file's rows (none: a day without a valid trace), inside
         the caller's transaction that replaces the day: the day's stored rows and any earlier
-        run's files are forgotten."""
+        run's files are forgotten, and the session's `traces` view reads the new file."""
         delete_partitions(conn, "traces", [self.day])
         if self._finish():
             register(conn, self.day, self.run, tables=("traces",))
+        self._registered = True
 
-    def shown(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """After the day is replaced: the session's `traces` view reads the new file, and the
-        files no longer registered (the day's earlier run) are removed."""
-        show_merged_rows(conn, self.folder)
+    def remove_earlier(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """After the day is replaced: remove the files no longer registered (the day's earlier
+        run, one a killed ingestion left)."""
         sweep(conn, self.folder)
 
     def _finish(self) -> bool:
@@ -127,7 +127,10 @@ class TracesFile:
         return True
 
     def discard(self) -> None:
-        """Remove what was written (the ingestion failed: the day keeps what it held)."""
+        """Remove what was written (the ingestion failed: the day keeps what it held); nothing
+        once the file is registered (the day's rows are then its)."""
+        if self._registered:
+            return
         if self._writer is not None:
             with suppress(OSError):  # a full disk: the file goes all the same
                 self._writer.close()

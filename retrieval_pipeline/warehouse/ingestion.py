@@ -164,7 +164,7 @@ def ingest_traces(
         conn.execute("drop table if exists seen_trace_ids")
         conn.execute("drop table if exists judged_queries")
     if beside is not None:
-        beside.shown(conn)
+        beside.remove_earlier(conn)
     return IngestCounts(
         files=n_files,
         read=read,
@@ -322,15 +322,15 @@ def _piece_writer(
             conn.execute("insert into pending_ingestions values ($date)", {"date": partition_date})
         try:
             yield (lambda cursor, number: _insert_piece(cursor)), True
+            with transaction(conn):
+                if beside is not None:
+                    beside.register(conn)
+                conn.execute("delete from pending_ingestions")
         except BaseException:
             # a connection that cannot undo it now (it broke) leaves it to the next one
             with suppress(duckdb.Error):
                 undo_interrupted_ingestions(conn)
             raise
-        with transaction(conn):
-            if beside is not None:
-                beside.register(conn)
-            conn.execute("delete from pending_ingestions")
         return
     staged_files: dict[str, list[str]] = {table: [] for table in INGESTED_TABLES}
     with _staging_directory(conn) as staging:

@@ -226,3 +226,34 @@ def test_a_warehouse_folder_named_like_a_file_pattern_reads_its_own_files(tmp_pa
         )
     with contextlib.closing(connection.connect(database)) as conn:
         assert conn.execute("select count(*) from traces").fetchone() == (7,)
+
+
+@pytest.mark.parametrize("stored_before", [False, True])
+def test_a_file_that_cannot_be_finished_fails_the_ingestion_and_keeps_the_day(
+    tmp_path: Path,
+    conn: duckdb.DuckDBPyConnection,
+    monkeypatch: pytest.MonkeyPatch,
+    stored_before: bool,
+) -> None:
+    """The last step, closing the file under its name, fails (a full disk): the quarantined
+    rows already in (a new day's go straight in) are taken out again, and the day holds what it
+    held."""
+    database = tmp_path / "w.duckdb"
+    if stored_before:
+        ingestion.ingest_traces(
+            conn, [_day_folder(tmp_path, "old", 2)], partition_date=DAY, traces_beside=True
+        )
+    before = _rows(conn, "traces"), _rows(conn, "quarantine"), _run_folders(database)
+
+    def cannot_finish(self: TracesFile) -> bool:
+        raise self._error(OSError(28, "No space left on device"))
+
+    monkeypatch.setattr(TracesFile, "_finish", cannot_finish)
+    with pytest.raises(OSError, match="No space left on device"):
+        ingestion.ingest_traces(
+            conn, [_day_folder(tmp_path)], partition_date=DAY, traces_beside=True
+        )
+    pd.testing.assert_frame_equal(_rows(conn, "traces"), before[0])
+    pd.testing.assert_frame_equal(_rows(conn, "quarantine"), before[1])
+    assert _run_folders(database) == before[2]
+    assert conn.execute("select count(*) from pending_ingestions").fetchone() == (0,)
