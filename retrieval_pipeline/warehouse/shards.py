@@ -154,6 +154,7 @@ def run_shard(
                 partition_date=day,
                 keep_retrieved_ids=keep_retrieved_ids,
                 spans=spans,
+                traces_beside=True,  # as the nightly's: not inserted, read from the file
             )
             corpus_load = load_needed_corpus(conn, corpus, day, day)
             labels = build_labels(conn, day, day, use_corpus=corpus_load.snapshot_has_documents)
