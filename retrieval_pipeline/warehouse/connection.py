@@ -19,6 +19,7 @@ from retrieval_pipeline import resources_budget
 from retrieval_pipeline.warehouse.merged_days import (
     merged_folder,
     missing_parts,
+    registered_files,
     show_merged_rows,
 )
 from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
@@ -111,8 +112,9 @@ def connect(
         conn.execute("use warehouse")
         prepare(conn, compact_strings)
         merged = merged_folder(conn)
-        show_merged_rows(conn, merged)  # the days' rows left in Parquet, under the tables' names
-        missing = missing_parts(conn, merged)
+        runs = registered_files(conn, merged)
+        show_merged_rows(conn, merged, runs)  # the days' rows left in Parquet, under their names
+        missing = missing_parts(runs)
         if missing:
             table, day, run, folder = missing[0]
             raise UnreadableDatabaseError(

@@ -22,7 +22,6 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from retrieval_pipeline.warehouse.connection import ROW_GROUP_ROWS
@@ -34,6 +33,7 @@ from retrieval_pipeline.warehouse.merged_days import (
     sweep,
 )
 from retrieval_pipeline.warehouse.partitions import delete_partitions
+from retrieval_pipeline.warehouse.validation import valid_and_quarantined
 
 # The few-valued text columns are dictionary-encoded (cheap, and a fraction of the size); the id
 # lists are written plain: encoding a hundred distinct strings a trace cost more than it saved.
@@ -52,7 +52,6 @@ class TracesFile:
         self.day = day
         self.run = uuid.uuid4().hex
         self.path = run_file(folder, "traces", day, self.run, 0)
-        self.rows = 0
         # the columns of a shard's traces file (`warehouse.shards`), so one pattern reads both
         conn.complete()
         self.schema = (
@@ -71,13 +70,9 @@ class TracesFile:
     def keep_valid(self, staged: pa.Table) -> pa.Table:
         """Write the valid rows of `staged` (rows of sql/stg_trace_records.sql, repeats dropped)
         to the file; returns the quarantined rows, for the `quarantine` table."""
-        reasons = staged.column("reason")
-        if reasons.null_count == staged.num_rows:
-            self._write(staged)
-            return staged.slice(0, 0)
-        is_valid = pc.is_null(reasons)
-        self._write(staged.filter(is_valid))
-        return staged.filter(pc.invert(is_valid))
+        valid, quarantined = valid_and_quarantined(staged)
+        self._write(valid)
+        return quarantined
 
     def _write(self, valid: pa.Table) -> None:
         if valid.num_rows == 0:
@@ -98,7 +93,6 @@ class TracesFile:
             self._writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
         except OSError as exc:
             raise self._error(exc) from exc
-        self.rows += valid.num_rows
 
     def register(self, conn: duckdb.DuckDBPyConnection) -> None:
         """The day's `traces` are this file's rows (none: a day without a valid trace), inside

@@ -24,7 +24,6 @@ from typing import TypeAlias
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from retrieval_pipeline.ingest.span_pieces import SpanReading
@@ -42,6 +41,7 @@ from retrieval_pipeline.warehouse.recovery import undo_interrupted_ingestions
 from retrieval_pipeline.warehouse.session import database_file, registered, transaction
 from retrieval_pipeline.warehouse.sources import TraceSource, raw_record_pieces, read_ahead
 from retrieval_pipeline.warehouse.sql import load_sql
+from retrieval_pipeline.warehouse.validation import valid_and_quarantined
 
 
 @dataclass(frozen=True)
@@ -267,19 +267,14 @@ class RowGroupAligner:
         if staged is None:
             rest, self.waiting = self.waiting, None
             return rest
-        reasons = staged.column("reason")
-        quarantined = None
-        valid = staged
-        if reasons.null_count < staged.num_rows:
-            is_valid = pc.is_null(reasons)
-            valid, quarantined = staged.filter(is_valid), staged.filter(pc.invert(is_valid))
+        valid, quarantined = valid_and_quarantined(staged)
         if self.waiting is not None:
             valid = pa.concat_tables([self.waiting, valid], promote_options="permissive")
         whole = valid.num_rows // self.row_group_rows * self.row_group_rows
         # copied: a slice would hold the whole piece until the next one
         self.waiting = valid.slice(whole).combine_chunks() if whole < valid.num_rows else None
         now = valid.slice(0, whole)
-        if quarantined is not None and quarantined.num_rows:
+        if quarantined.num_rows:
             now = pa.concat_tables([now, quarantined], promote_options="permissive")
         return self._in_whole_batches(now, whole)
 

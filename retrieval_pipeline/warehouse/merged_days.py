@@ -26,6 +26,7 @@ import shutil
 from collections.abc import Collection, Mapping, Sequence
 from datetime import date
 from pathlib import Path
+from typing import TypeAlias
 
 import duckdb
 
@@ -46,11 +47,30 @@ def merged_folder(conn: duckdb.DuckDBPyConnection) -> Path | None:
     return None if database is None else database.with_name(database.name + FOLDER_SUFFIX)
 
 
-def show_merged_rows(conn: duckdb.DuckDBPyConnection, folder: Path | None) -> None:
+# A registered run: its table, day and run, the folder its files are in, and those files.
+RunFiles: TypeAlias = tuple[str, date, str, Path, list[Path]]
+
+
+def registered_files(conn: duckdb.DuckDBPyConnection, folder: Path | None) -> list[RunFiles]:
+    """Every run of `merged_parts` with the Parquet files its folder in `folder` holds (none
+    where `folder` is None: a database without a file)."""
+    runs = []
+    for table, day, run in _registered(conn):
+        looked_in = run_folder(folder or Path(), table, day, run)
+        found = [] if folder is None else sorted(looked_in.glob("*.parquet"))
+        runs.append((table, day, run, looked_in, found))
+    return runs
+
+
+def show_merged_rows(
+    conn: duckdb.DuckDBPyConnection,
+    folder: Path | None,
+    runs: list[RunFiles] | None = None,
+) -> None:
     """(Re)create each table's view over its stored rows and the files of its runs registered in
-    `merged_parts` (in `folder`, `merged_folder`), or drop it where none is registered. Called
-    whenever the registered runs change (`register`, `unregister`), inside their transaction: a
-    rollback restores the view as it was.
+    `merged_parts` (in `folder`, `merged_folder`; `runs`: `registered_files`, when the caller
+    has them), or drop it where none is registered. Called whenever the registered runs change
+    (`register`, `unregister`), inside their transaction: a rollback restores the view as it was.
 
     The view names the files one by one rather than a pattern filtered by `merged_parts`: with
     that filter DuckDB could not estimate the rows, and joined a day's 8.7M labels to the corpus
@@ -58,8 +78,7 @@ def show_merged_rows(conn: duckdb.DuckDBPyConnection, folder: Path | None) -> No
     if folder is None or not folder.is_dir():  # never merged into: the tables alone
         return
     files: dict[str, list[str]] = {table: [] for table in MERGED_TABLES}
-    for table, day, run in _registered(conn):
-        found = sorted(run_folder(folder, table, day, run).glob("*.parquet"))
+    for table, _, _, _, found in registered_files(conn, folder) if runs is None else runs:
         files[table] += [_literal_pattern(str(path)) for path in found]
     if any(files.values()):
         conn.execute(load_sql("macros_merged_days"))
@@ -92,18 +111,11 @@ def qualified(conn: duckdb.DuckDBPyConnection, table: str) -> str:
     return '"' + str(database).replace('"', '""') + f'".main.{table}'
 
 
-def missing_parts(
-    conn: duckdb.DuckDBPyConnection, folder: Path | None
-) -> list[tuple[str, date, str, Path]]:
-    """The registered merged days whose run folder in `folder` holds no file (the folder moved
-    or deleted): (table, day, run, the folder looked in). Their rows would be missing from every
+def missing_parts(runs: list[RunFiles]) -> list[tuple[str, date, str, Path]]:
+    """The registered runs (`registered_files`) whose folder holds no file (the folder moved or
+    deleted): (table, day, run, the folder looked in). Their rows would be missing from every
     statement without a word, so `connect` refuses the warehouse instead."""
-    missing = []
-    for table, day, run in _registered(conn):
-        looked_in = run_folder(folder or Path(), table, day, run)
-        if folder is None or not any(looked_in.glob("*.parquet")):
-            missing.append((table, day, run, looked_in))
-    return missing
+    return [(table, day, run, looked_in) for table, day, run, looked_in, found in runs if not found]
 
 
 def _registered(conn: duckdb.DuckDBPyConnection) -> list[tuple[str, date, str]]:
@@ -170,11 +182,12 @@ def unregister(
         return
     span = dates if isinstance(dates, tuple) else (None, None)
     listed = [] if isinstance(dates, tuple) else list(dates)
-    conn.execute(
+    ((forgotten,),) = conn.execute(
         load_sql("delete_merged_parts"),
         {"table": table, "start_date": span[0], "end_date": span[1], "dates": listed},
-    )
-    show_merged_rows(conn, merged_folder(conn))
+    ).fetchall()
+    if forgotten:  # the view changes only where a run was registered
+        show_merged_rows(conn, merged_folder(conn))
 
 
 def sweep(conn: duckdb.DuckDBPyConnection, folder: Path) -> int:

@@ -47,7 +47,6 @@ from retrieval_pipeline.warehouse.merged_days import (
     place,
     register,
     run_file,
-    show_merged_rows,
     sweep,
 )
 from retrieval_pipeline.warehouse.partitions import delete_partitions, insert
@@ -352,7 +351,6 @@ def merge_shards(
                 _pool_statistics(conn, day, files("segment_statistics"), len(manifests))
         finally:  # the files of the run the day had, or of this one when it failed
             sweep(conn, rows_folder)
-            show_merged_rows(conn, rows_folder)
     conn.execute("drop table shard_valid_ids")
     conn.execute("drop table shard_repeated")
     conn.execute("drop table shard_repeated_statistics")

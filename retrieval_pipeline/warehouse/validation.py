@@ -19,6 +19,7 @@ from typing import TypeAlias
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from retrieval_pipeline.ingest.files import RECORD_FIELDS, REQUIRED_FIELDS
@@ -201,6 +202,16 @@ SCAN_BATCH_ROWS = 8_192
 
 def _in_scan_batches(table: pa.Table) -> pa.Table:
     return pa.Table.from_batches(table.to_batches(max_chunksize=SCAN_BATCH_ROWS), table.schema)
+
+
+def valid_and_quarantined(staged: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The rows of `staged` (sql/stg_trace_records.sql) that passed validation, and the rest;
+    the whole table, not a copy, where every row passed."""
+    reasons = staged.column("reason")
+    if reasons.null_count == staged.num_rows:
+        return staged, staged.slice(0, 0)
+    is_valid = pc.is_null(reasons)
+    return staged.filter(is_valid), staged.filter(pc.invert(is_valid))
 
 
 def stage_records(
